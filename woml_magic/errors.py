@@ -1,0 +1,85 @@
+"""The exceptions woml_magic raises on purpose (spec §2.5, §7).
+
+    WomlError                 base of every error the package raises on purpose
+    ├── WomlSyntaxError       a malformed document (spec §2.5): line, column, message
+    ├── WomlRunError          a run cannot start or resume (unknown run id, fingerprint
+    │                         mismatch, bad payload) (spec §5.3, §6.1)
+    └── WomlJournalError      the journal cannot be opened or read (spec §5.2)
+
+A document error renders in a notebook as its sentence, the offending line and a
+caret (``_render_traceback_``), never as a Python traceback.
+"""
+
+from __future__ import annotations
+
+
+class WomlError(Exception):
+    """Base class of every error woml_magic raises on purpose (spec §7)."""
+
+
+class WomlSyntaxError(WomlError):
+    """A malformed WOML document (spec §2.5).
+
+    ``line`` and ``column`` are 1-based positions in the cell's own text; ``message``
+    is one sentence naming the bad value and what is allowed. ``source_line`` is the
+    offending line's text when known, for the caret display.
+    """
+
+    def __init__(
+        self, message: str, line: int, column: int = 1, source_line: str | None = None
+    ) -> None:
+        self.message = message
+        self.line = line
+        self.column = max(1, column)
+        self.source_line = source_line
+        super().__init__(f"line {line}, column {self.column}: {message}")
+
+    def with_source(self, text: str) -> WomlSyntaxError:
+        """Attach the offending line of ``text`` (the whole cell) for display."""
+        lines = text.splitlines()
+        if self.source_line is None and 1 <= self.line <= len(lines):
+            self.source_line = lines[self.line - 1]
+        return self
+
+    def pretty(self) -> str:
+        """The sentence, the offending line and a caret under the column (spec §2.5)."""
+        out = [f"WomlSyntaxError: {self.message}", f"  line {self.line}, column {self.column}"]
+        if self.source_line is not None:
+            shown = self.source_line.expandtabs(1)
+            out.append(f"  {self.line:>4} | {shown}")
+            out.append("       | " + " " * (min(self.column, len(shown) + 1) - 1) + "^")
+        return "\n".join(out)
+
+    def _render_traceback_(self) -> list[str]:
+        # IPython calls this instead of printing a traceback (STYLE 6).
+        return self.pretty().splitlines()
+
+
+class WomlRunError(WomlError):
+    """A run cannot start or resume: unknown run id, fingerprint mismatch, bad payload."""
+
+    def _render_traceback_(self) -> list[str]:
+        return [f"WomlRunError: {self}"]
+
+
+class WomlJournalError(WomlError):
+    """The journal cannot be opened, read or written (spec §5.2)."""
+
+    def _render_traceback_(self) -> list[str]:
+        return [f"WomlJournalError: {self}"]
+
+
+class ServiceRejection(Exception):  # noqa: N818 - it is a rejection, not a Python-side error
+    """A ``services.*`` call that rejects its promise inside the script (spec §4.1).
+
+    Not a ``WomlError``: it never reaches the user as a Python exception. The script
+    worker turns it into a JavaScript ``Error`` whose ``name`` is ``name``, whose
+    ``message`` is ``message`` and which carries ``props`` as own properties
+    (e.g. ``status``, ``data``, ``headers`` for ``HttpError``; ``ambiguous: true``).
+    """
+
+    def __init__(self, name: str, message: str, props: dict[str, object] | None = None) -> None:
+        self.name = name
+        self.message = message
+        self.props = dict(props or {})
+        super().__init__(f"{name}: {message}")

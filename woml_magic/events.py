@@ -1,0 +1,190 @@
+"""Events are data (spec §5.2, STYLE 4).
+
+The engine emits these frozen records, in order; ``Run`` is built from them, and the
+journal, the timeline and tests are subscribers. Every ``at`` is seconds since the run
+started, on the run's clock (spec §5.1). Each event serialises to a JSON-able dict
+(``to_dict``) and back (``event_from_dict``) so the journal stores exactly what the
+engine emitted.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Protocol
+
+JSON = Any  # a JSON value: None, bool, int, float, str, list, dict
+
+
+@dataclass(frozen=True)
+class Event:
+    """Base of every event: which run, and when on the run's clock."""
+
+    kind: ClassVar[str] = "event"
+    run_id: str
+    at: float
+
+    def to_dict(self) -> dict[str, JSON]:
+        data = dataclasses.asdict(self)
+        data["kind"] = self.kind
+        return data
+
+
+@dataclass(frozen=True)
+class RunStarted(Event):
+    """A new run: the document it runs and how (spec §5.2)."""
+
+    kind: ClassVar[str] = "run-started"
+    workflow_id: str = ""
+    fingerprint: str = ""
+    clock: str = "real"
+    payload: JSON = None
+    source: str = ""  # the document text, so a past run can be shown from the journal
+
+
+@dataclass(frozen=True)
+class RunResumed(Event):
+    """A journaled run is executed again (spec §5.3)."""
+
+    kind: ClassVar[str] = "run-resumed"
+    retry_interrupted: bool = False
+
+
+@dataclass(frozen=True)
+class StepStarted(Event):
+    kind: ClassVar[str] = "step-started"
+    step_id: str = ""
+    idempotency_key: str = ""
+
+
+@dataclass(frozen=True)
+class AttemptStarted(Event):
+    """Committed before the script proceeds (spec §5.2)."""
+
+    kind: ClassVar[str] = "attempt-started"
+    step_id: str = ""
+    number: int = 1
+    idempotency_key: str = ""
+
+
+@dataclass(frozen=True)
+class LogEmitted(Event):
+    """One line of ``console`` output from a running attempt (spec §4.4)."""
+
+    kind: ClassVar[str] = "log"
+    step_id: str = ""
+    number: int = 1
+    level: str = "log"
+    text: str = ""
+
+
+@dataclass(frozen=True)
+class CallStarted(Event):
+    """A ``services.http.request`` call leaves; committed before the request (spec §5.2).
+
+    ``request_headers`` are already redacted (spec §4.1).
+    """
+
+    kind: ClassVar[str] = "call-started"
+    step_id: str = ""
+    number: int = 1
+    call_index: int = 0
+    name: str | None = None
+    method: str = "GET"
+    url: str = ""
+    request_headers: dict[str, str] = field(default_factory=dict)
+    idempotency_header: str | None = None
+    idempotency_value: str | None = None
+
+
+@dataclass(frozen=True)
+class CallFinished(Event):
+    """A call ended: a response, a network error, or an ambiguous outcome (spec §4.1).
+
+    For a response, ``response`` holds ``{status, headers, data}`` (headers redacted)
+    so a named 2xx call can be reattached later (spec §4.3).
+    """
+
+    kind: ClassVar[str] = "call-finished"
+    step_id: str = ""
+    number: int = 1
+    call_index: int = 0
+    name: str | None = None
+    outcome: str = "response"  # "response" | "network-error" | "ambiguous"
+    status: int | None = None
+    replayed: bool = False
+    response: JSON = None
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class AttemptFinished(Event):
+    """An attempt's single outcome (spec §3.2) and why it did or did not retry."""
+
+    kind: ClassVar[str] = "attempt-finished"
+    step_id: str = ""
+    number: int = 1
+    outcome: str = "succeeded"
+    result: JSON = None
+    error: dict[str, JSON] | None = None  # {"name", "message", "line"}
+    explanation: str = ""
+
+
+@dataclass(frozen=True)
+class WaitScheduled(Event):
+    """The engine waits before the next attempt (spec §3.1); ``due`` is on the run's clock."""
+
+    kind: ClassVar[str] = "wait-scheduled"
+    step_id: str = ""
+    after_attempt: int = 1
+    seconds: float = 0.0
+    due: float = 0.0
+
+
+@dataclass(frozen=True)
+class StepFinished(Event):
+    kind: ClassVar[str] = "step-finished"
+    step_id: str = ""
+    status: str = "succeeded"  # succeeded | failed | failed-closed | reattached | not-run
+    result: JSON = None
+
+
+@dataclass(frozen=True)
+class RunFinished(Event):
+    kind: ClassVar[str] = "run-finished"
+    status: str = "succeeded"  # succeeded | failed
+
+
+EVENT_TYPES: dict[str, type[Event]] = {
+    cls.kind: cls
+    for cls in (
+        RunStarted,
+        RunResumed,
+        StepStarted,
+        AttemptStarted,
+        LogEmitted,
+        CallStarted,
+        CallFinished,
+        AttemptFinished,
+        WaitScheduled,
+        StepFinished,
+        RunFinished,
+    )
+}
+
+
+def event_from_dict(data: dict[str, JSON]) -> Event:
+    """Rebuild an event from ``Event.to_dict`` output (the journal's read path)."""
+    data = dict(data)
+    kind = data.pop("kind")
+    cls = EVENT_TYPES.get(kind)
+    if cls is None:
+        raise ValueError(f"unknown event kind {kind!r}")
+    names = {f.name for f in dataclasses.fields(cls)}
+    return cls(**{k: v for k, v in data.items() if k in names})
+
+
+class EventSink(Protocol):
+    """Anything that receives the engine's events in order: Run, journal, timeline."""
+
+    def __call__(self, event: Event) -> None: ...
