@@ -17,7 +17,8 @@ MIN_ATTEMPTS, MAX_ATTEMPTS = 1, 10
 
 _UNIT_MS = {"h": 3_600_000, "m": 60_000, "s": 1_000, "ms": 1}
 _UNIT_ORDER = ("h", "m", "s", "ms")
-_GROUP = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
+# ASCII digits only: ``\d`` would also accept digits such as "١" (Arabic-Indic one).
+_GROUP = re.compile(r"([0-9]+(?:\.[0-9]+)?)(ms|h|m|s)")
 
 
 class DurationError(ValueError):
@@ -31,6 +32,7 @@ def parse_duration(text: str) -> timedelta:
     spaces, no bare numbers.
     """
     allowed = "write one or more <number><unit> groups such as 250ms, 1.5s, 1m30s or 1h"
+    shown = text if len(text) <= 40 else text[:39] + "…"
     if text == "":
         raise DurationError(f"empty duration; {allowed}")
     pos = 0
@@ -44,22 +46,26 @@ def parse_duration(text: str) -> timedelta:
                 why = "durations contain no spaces"
             elif rest[0] in "+-":
                 why = "durations have no sign"
-            elif re.fullmatch(r"\d+(?:\.\d+)?", rest):
+            elif re.fullmatch(r"[0-9]+(?:\.[0-9]+)?", rest):
                 why = f"the number {rest} has no unit (h, m, s or ms)"
             else:
-                why = f"cannot read {rest!r}"
-            raise DurationError(f"invalid duration {text!r}: {why}; {allowed}")
+                why = f"cannot read {rest[:20]!r}"
+            raise DurationError(f"invalid duration {shown!r}: {why}; {allowed}")
         number, unit = m.group(1), m.group(2)
         rank = _UNIT_ORDER.index(unit)
         if rank <= last_rank:
             raise DurationError(
-                f"invalid duration {text!r}: units must appear once each, in the order "
+                f"invalid duration {shown!r}: units must appear once each, in the order "
                 f"h, m, s, ms; {allowed}"
             )
         last_rank = rank
         total_ms += float(number) * _UNIT_MS[unit]
         pos = m.end()
-    return timedelta(milliseconds=total_ms)
+    try:
+        return timedelta(milliseconds=total_ms)
+    except OverflowError:
+        # float("1" * 400) is inf; timedelta also stops at 999,999,999 days.
+        raise DurationError(f"invalid duration {shown!r}: it is far too long; {allowed}") from None
 
 
 def format_duration(value: timedelta | float) -> str:
@@ -67,7 +73,8 @@ def format_duration(value: timedelta | float) -> str:
     seconds = value.total_seconds() if isinstance(value, timedelta) else float(value)
     ms = round(seconds * 1000)
     if ms == 0:
-        return "0s"
+        # A nonzero wait below half a millisecond must not read as no wait at all.
+        return "0s" if seconds == 0 else f"{seconds * 1000:.3g}ms"
     if ms < 1000:
         return f"{ms}ms"
     if ms < 60_000:
@@ -117,7 +124,8 @@ class RetryPolicy:
         """
         if self.backoff == "fixed":
             return self.delay
-        grown = self.delay * (2 ** (k - 1))
+        factor: int = 2 ** (k - 1)  # int ** int is typed Any because k - 1 could be < 0
+        grown = self.delay * factor
         if self.max_delay is not None and grown > self.max_delay:
             return self.max_delay
         return grown

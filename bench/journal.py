@@ -1,0 +1,128 @@
+"""How fast the journal appends with its durability (spec §5.2), against :memory:.
+
+Every append is its own committed transaction (WAL, synchronous=NORMAL), because
+``attempt-started`` and ``call-started`` must be durable before the script or the
+request proceeds. A run of 10 steps with 10 attempts each emits about 300 events,
+so the goal — 1,000 committed events per second — keeps the journal's cost well
+under the cost of running the scripts themselves. ``:memory:`` is measured in the
+same run as the baseline for the ratio.
+
+    python bench/journal.py
+"""
+
+from __future__ import annotations
+
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from woml_magic.events import AttemptStarted, CallStarted, Event, LogEmitted
+from woml_magic.journal import Journal
+
+APPENDS = 3000
+RUNS = 200
+
+
+def _events(n: int, run_id: str) -> list[Event]:
+    """A mix like a real run's: attempts, calls with headers, console lines."""
+    out: list[Event] = []
+    for i in range(n):
+        kind = i % 3
+        if kind == 0:
+            out.append(AttemptStarted(run_id=run_id, at=i * 0.01, step_id="s", number=1))
+        elif kind == 1:
+            out.append(
+                CallStarted(
+                    run_id=run_id,
+                    at=i * 0.01,
+                    step_id="s",
+                    method="POST",
+                    url="http://127.0.0.1:8000/charges",
+                    request_headers={"Authorization": "•••", "Content-Type": "application/json"},
+                )
+            )
+        else:
+            out.append(LogEmitted(run_id=run_id, at=i * 0.01, step_id="s", text=f"line {i}"))
+    return out
+
+
+def _append_rate(journal: Journal, events: list[Event]) -> float:
+    start = time.perf_counter()
+    for event in events:
+        journal.append(event)
+    return len(events) / (time.perf_counter() - start)
+
+
+def _timed(fn: Any) -> float:
+    start = time.perf_counter()
+    fn()
+    return time.perf_counter() - start
+
+
+def results() -> list[dict[str, Any]]:
+    """The measured figures: name, value, unit, goal, ok."""
+    events = _events(APPENDS, "bench")
+    with tempfile.TemporaryDirectory() as tmp:
+        with Journal(":memory:") as mem:
+            memory_rate = _append_rate(mem, events)
+        with Journal(Path(tmp) / "journal.sqlite3") as jr:
+            file_rate = _append_rate(jr, events)
+            read_s = _timed(lambda: jr.events("bench"))
+            for r in range(RUNS):
+                for event in _events(15, f"run-{r}"):
+                    jr.append(event)
+            runs_s = _timed(jr.runs)
+    ratio = memory_rate / file_rate
+    return [
+        {
+            "name": "append, file (WAL, NORMAL)",
+            "value": round(file_rate),
+            "unit": "events/s",
+            "goal": ">= 1000",
+            "ok": file_rate >= 1000,
+        },
+        {
+            "name": "append, :memory:",
+            "value": round(memory_rate),
+            "unit": "events/s",
+            "goal": "baseline",
+            "ok": True,
+        },
+        {
+            "name": "durability cost (memory rate / file rate)",
+            "value": round(ratio, 2),
+            "unit": "x",
+            "goal": "<= 10",
+            "ok": ratio <= 10,
+        },
+        {
+            "name": f"events() of one {APPENDS}-event run",
+            "value": round(read_s * 1000, 1),
+            "unit": "ms",
+            "goal": "<= 200",
+            "ok": read_s <= 0.2,
+        },
+        {
+            "name": f"runs() over {RUNS + 1} runs",
+            "value": round(runs_s * 1000, 1),
+            "unit": "ms",
+            "goal": "<= 200",
+            "ok": runs_s <= 0.2,
+        },
+    ]
+
+
+def main() -> int:
+    rows = results()
+    for row in rows:
+        mark = "ok " if row["ok"] else "BAD"
+        print(f"{mark} {row['name']:<45} {row['value']:>10} {row['unit']:<9} goal {row['goal']}")
+    return 0 if all(r["ok"] for r in rows) else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

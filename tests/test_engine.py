@@ -1,0 +1,305 @@
+"""The engine with real scripts in the real worker (spec §3.2–§3.6, §4.4, §4.5, §5.1)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import threading
+import time
+import uuid
+
+import pytest
+
+import woml_magic as wm
+from woml_magic.events import AttemptFinished, AttemptStarted, Event, WaitScheduled
+from woml_magic.model import idempotency_key
+
+CLOCKS = ["simulated", "real"]
+
+
+def step(body: str, *, sid: str = "s", attrs: str = "") -> str:
+    return f'<step id="{sid}" {attrs}><script>{body}</script></step>'
+
+
+def outcomes(run: wm.Run, sid: str = "s") -> list[str]:
+    return [a.outcome for a in run.steps[sid].attempts]
+
+
+# -- spec §3.2: outcome classes ---------------------------------------------------------
+
+FAIL_CLOSED_CASES = [
+    ("timeout", 'while (true) {}', 'timeout="300ms"'),
+    ("timeout", 'await services.sleep("1ms"); for (;;) {}', 'timeout="300ms"'),
+    ("timeout", "await new Promise(() => {});", 'timeout="300ms"'),
+    ("invalid-json", "return NaN;", ""),
+    ("invalid-json", "return {a: [1, Infinity]};", ""),
+    ("invalid-json", "return 10n;", ""),
+    ("invalid-json", "return () => 1;", ""),
+    ("invalid-json", "return Symbol('x');", ""),
+    ("invalid-json", "return new Map();", ""),
+    ("invalid-json", "return new Set([1]);", ""),
+    ("invalid-json", "const a = {}; a.self = a; return a;", ""),
+    ("invalid-json", "return '\\ud800';", ""),
+    ("oversized", "return 'x'.repeat(300 * 1024);", ""),
+    ("crash", "const a = []; while (true) a.push(new Array(1e6).fill(1.5));", ""),
+    ("crash", "let s = 'x'; while (true) s = s + s;", ""),
+    ("crash", "try { new Array(2**27).fill(1.5); } catch (e) {} return 1;", ""),
+]
+
+
+@pytest.mark.parametrize(("expected", "body", "attrs"), FAIL_CLOSED_CASES)
+def test_fail_closed_outcomes_run_exactly_one_attempt(expected: str, body: str, attrs: str) -> None:
+    """spec §3.2: only `threw` retries; every other failure fails closed at once."""
+    run = wm.run(step(body, attrs=f'retry="5" {attrs}'), clock="simulated")
+    assert outcomes(run) == [expected]
+    assert run.steps["s"].status == "failed-closed"
+    assert run.status == "failed"
+    attempt = run.steps["s"].attempts[0]
+    assert attempt.error is not None
+    assert "not retried" in attempt.explanation
+    # spec §3.2: after any fail-closed outcome the next run works normally.
+    again = wm.run(step("return 1;"), clock="simulated")
+    assert again.steps["s"].result == 1
+
+
+def test_invalid_json_names_the_path() -> None:
+    """spec §3.3: the message names the path of the bad value."""
+    run = wm.run(step("return {items: [0, 1, 2, {amount: NaN}]};"), clock="simulated")
+    error = run.steps["s"].attempts[0].error
+    assert error is not None
+    assert "result.items[3].amount is NaN" in error.message
+
+
+def test_sleep_past_the_timeout_ends_timeout_at_once_on_the_simulated_clock() -> None:
+    """spec §5.1: `await services.sleep("1h")` with `timeout="30s"` ends `timeout` at once."""
+    wall = time.monotonic()
+    run = wm.run(step('await services.sleep("1h"); return 1;', attrs='timeout="30s" retry="3"'),
+                 clock="simulated")
+    assert time.monotonic() - wall < 10
+    attempt = run.steps["s"].attempts[0]
+    assert outcomes(run) == ["timeout"]
+    assert attempt.ended_at is not None
+    assert 30 <= attempt.ended_at - attempt.started_at < 31
+
+
+def test_a_worker_killed_from_outside_is_a_crash() -> None:
+    """spec §3.2: the worker process died → `crash`, fail closed."""
+    pids: list[int] = []
+
+    def kill_worker(event: Event) -> None:
+        if isinstance(event, AttemptStarted):
+            threading.Timer(0.3, lambda: os.kill(pids[0], signal.SIGKILL)).start()
+
+    from woml_magic.api import default_pool
+
+    async def main() -> wm.Run:
+        pool = default_pool()
+        async with pool.worker() as w:
+            await w.start()
+            assert w.pid is not None
+            pids.append(w.pid)
+        return await wm.run_async(step("while (true) {}", attrs='retry="3" timeout="20s"'),
+                                  clock="real", sinks=[kill_worker])
+
+    run = asyncio.run(main())
+    assert outcomes(run) == ["crash"]
+    assert "died" in (run.steps["s"].attempts[0].error or wm.AttemptError("", "")).message
+    assert wm.run(step("return 2;"), clock="simulated").steps["s"].result == 2
+
+
+# -- spec §3.1 / §3.2: retries -------------------------------------------------------------
+
+@pytest.mark.parametrize("clock", CLOCKS)
+def test_threw_retries_on_schedule_and_then_succeeds(clock: str) -> None:
+    body = "if (attempt.number < 3) throw new Error('flaky ' + attempt.number); return 'ok';"
+    attrs = 'retry="4" retry-backoff="exponential" retry-delay="100ms"'
+    events: list[Event] = []
+    run = wm.run(step(body, attrs=attrs), clock=clock, sinks=[events.append])
+    sr = run.steps["s"]
+    assert outcomes(run) == ["threw", "threw", "succeeded"]
+    assert sr.status == "succeeded"
+    assert sr.result == "ok"
+    waits = [e.seconds for e in events if isinstance(e, WaitScheduled)]
+    assert waits == [0.1, 0.2]
+    a1, a2, a3 = sr.attempts
+    assert a1.ended_at is not None and a2.ended_at is not None
+    assert a2.started_at - a1.ended_at == pytest.approx(0.1, abs=0.05)
+    assert a3.started_at - a2.ended_at == pytest.approx(0.2, abs=0.05)
+    assert [round(w, 1) for w in sr.waits] == [0.1, 0.2]
+    assert "retries after waiting 100ms" in a1.explanation
+
+
+@pytest.mark.parametrize("clock", CLOCKS)
+def test_exhausted_retries_fail_the_step_and_later_steps_do_not_run(clock: str) -> None:
+    doc = (
+        "<workflow id='wf'>"
+        + step("throw new TypeError('nope');", sid="a", attrs='retry="2" retry-delay="50ms"')
+        + step("return 1;", sid="b")
+        + "</workflow>"
+    )
+    run = wm.run(doc, clock=clock)
+    assert outcomes(run, "a") == ["threw", "threw"]
+    assert run.steps["a"].status == "failed"
+    assert run.steps["b"].status == "not-run"
+    assert run.status == "failed"
+    last = run.steps["a"].attempts[-1]
+    assert last.error is not None and last.error.name == "TypeError"
+    assert "last allowed attempt" in last.explanation
+
+
+def test_simulated_waits_take_no_real_time() -> None:
+    wall = time.monotonic()
+    run = wm.run(step("throw new Error('x');", attrs='retry="10" retry-backoff="exponential" '
+                                                     'retry-delay="1s" retry-max-delay="30s"'),
+                 clock="simulated")
+    assert time.monotonic() - wall < 20
+    assert [round(w) for w in run.steps["s"].waits] == [1, 2, 4, 8, 16, 30, 30, 30, 30]
+
+
+def test_real_clock_waits_really_elapse() -> None:
+    """spec §5.1: retry 3, fixed 200ms takes at least 0.4 s of wall time."""
+    wall = time.monotonic()
+    run = wm.run(step("throw new Error('x');", attrs='retry="3" retry-delay="200ms"'),
+                 clock="real")
+    assert time.monotonic() - wall >= 0.4
+    assert len(run.steps["s"].attempts) == 3
+
+
+# -- spec §2.3: compile before run -----------------------------------------------------------
+
+def test_a_javascript_syntax_error_stops_everything_before_it_runs() -> None:
+    doc = "<workflow id='wf'>\n" + step("return 1;", sid="a") + "\n" + \
+        '<step id="b"><script>\nconst x = 1;\nreturn x +;\n</script></step>\n</workflow>'
+    events: list[Event] = []
+    with pytest.raises(wm.WomlSyntaxError) as info:
+        wm.run(doc, clock="simulated", sinks=[events.append])
+    assert info.value.line == 5
+    assert "step 'b'" in info.value.message
+    assert events == []
+
+
+# -- spec §3.4–§3.6: what a script sees -----------------------------------------------------
+
+@pytest.mark.parametrize("clock", CLOCKS)
+def test_attempt_and_context_objects(clock: str) -> None:
+    doc = (
+        "<workflow id='orders'>"
+        + step("return 41;", sid="first")
+        + step(
+            "if (attempt.number === 1) throw new Error('again');"
+            "return {n: attempt.number, max: attempt.maxAttempts, key: attempt.idempotencyKey,"
+            " payload: context.payload, prev: context.steps.first, run: context.run,"
+            " frozen: Object.isFrozen(attempt) && Object.isFrozen(context)};",
+            sid="second",
+            attrs='retry="2" retry-delay="10ms"',
+        )
+        + "</workflow>"
+    )
+    run = wm.run(doc, clock=clock, payload={"order": 7}, run_id="run-1")
+    result = run.steps["second"].result
+    assert result == {
+        "n": 2, "max": 2, "key": idempotency_key("run-1", "second"),
+        "payload": {"order": 7}, "prev": 41, "run": {"id": "run-1", "workflow": "orders"},
+        "frozen": True,
+    }
+
+
+def test_idempotency_key_follows_the_spec_formula() -> None:
+    """spec §3.5: uuid5 of f"{run_id}/{step_id}" in the WOML namespace."""
+    namespace = uuid.uuid5(uuid.NAMESPACE_URL, "urn:woml:idempotency-key")
+    assert str(namespace) == "b7c33995-d21b-55a8-81d6-82ec4d685111"
+    assert idempotency_key("run-1", "charge") == "4e3b1916-7901-53c2-9575-f70651305d8b"
+    body = "if (attempt.number < 3) throw new Error('x'); return attempt.idempotencyKey;"
+    run = wm.run(step(body, sid="charge", attrs='retry="3" retry-delay="0s"'),
+                 clock="simulated", run_id="run-1")
+    keys = {a.idempotency_key for a in run.steps["charge"].attempts}
+    assert keys == {"4e3b1916-7901-53c2-9575-f70651305d8b"}
+    assert run.steps["charge"].result == "4e3b1916-7901-53c2-9575-f70651305d8b"
+    other = wm.run(step(body, sid="charge", attrs='retry="3" retry-delay="0s"'),
+                   clock="simulated")
+    assert other.steps["charge"].idempotency_key != run.steps["charge"].idempotency_key
+
+
+def test_errors_carry_name_message_and_cell_line() -> None:
+    doc = '<step id="s">\n<script>\nconst a = 1;\nthrow new RangeError("too far");\n</script>\n</step>'
+    run = wm.run(doc, clock="simulated")
+    error = run.steps["s"].attempts[0].error
+    assert error is not None
+    assert (error.name, error.message, error.line) == ("RangeError", "too far", 4)
+
+
+def test_console_output_is_captured_per_attempt() -> None:
+    body = "console.log('try', attempt.number); console.warn({a: 1});" \
+           "if (attempt.number === 1) throw new Error('x'); return null;"
+    run = wm.run(step(body, attrs='retry="2" retry-delay="0s"'), clock="simulated")
+    a1, a2 = run.steps["s"].attempts
+    assert a1.logs[0] == "try 1"
+    assert "[warn]" in a1.logs[1]
+    assert a2.logs[0] == "try 2"
+
+
+@pytest.mark.parametrize(("body", "expected"), [
+    ("const x = 1;", None),
+    ("return undefined;", None),
+    ("return new Date(Date.UTC(2020, 0, 2));", "2020-01-02T00:00:00.000Z"),
+    ("return {a: [1, 'two', true, null, {b: 2.5}]};", {"a": [1, "two", True, None, {"b": 2.5}]}),
+])
+def test_results_are_json_values(body: str, expected: object) -> None:
+    """spec §3.3: top-level undefined → null; toJSON values are converted."""
+    run = wm.run(step(body), clock="simulated")
+    assert run.steps["s"].status == "succeeded"
+    assert run.steps["s"].result == expected
+
+
+def test_simulated_clock_drives_date_now_in_scripts() -> None:
+    """spec §4.4: on the simulated clock Date.now() and new Date() read the run's clock."""
+    body = "const a = Date.now(); await services.sleep('1h'); const b = new Date().getTime();" \
+           "return b - a;"
+    run = wm.run(step(body, attrs='timeout="2h"'), clock="simulated")
+    assert 3600_000 <= run.steps["s"].result < 3600_000 + 5_000
+
+
+# -- cancellation (spec §3.2, §7) ----------------------------------------------------------
+
+def test_start_cancel_ends_the_running_attempt_cancelled() -> None:
+    handle = wm.start(step("while (true) {}", attrs='retry="3" timeout="60s"'), clock="real")
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        sr = handle.run.steps["s"]
+        if sr.attempts and sr.attempts[0].outcome == "running":
+            break
+        time.sleep(0.02)
+    handle.cancel()
+    run = handle.result(timeout=10)
+    assert outcomes(run) == ["cancelled"]
+    assert handle.run.steps["s"].status == "failed-closed"
+    assert run.status == "failed"
+    assert handle.done()
+
+
+def test_cancelling_run_async_records_cancelled_then_raises() -> None:
+    events: list[Event] = []
+
+    async def main() -> None:
+        task = asyncio.ensure_future(wm.run_async(step("while (true) {}", attrs='timeout="60s"'),
+                                                  clock="real", sinks=[events.append]))
+        while not any(isinstance(e, AttemptStarted) for e in events):
+            await asyncio.sleep(0.01)
+        await asyncio.sleep(0.1)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(main())
+    finished = [e for e in events if isinstance(e, AttemptFinished)]
+    assert [e.outcome for e in finished] == ["cancelled"]
+
+
+def test_wm_run_works_inside_a_running_event_loop() -> None:
+    """spec §7: wm.run works inside a running loop (a notebook cell), via nest_asyncio."""
+
+    async def main() -> object:
+        return wm.run(step("return 5;"), clock="simulated").steps["s"].result
+
+    assert asyncio.run(main()) == 5

@@ -1,0 +1,218 @@
+"""Runs built from hand-written event sequences, for the timeline tests (spec §6.3).
+
+The events are the engine's real event classes applied through ``Run.apply``, so the
+runs are exactly what the engine or the journal would hand the timeline.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import timedelta
+from typing import Any
+
+from woml_magic.events import (
+    AttemptFinished,
+    AttemptStarted,
+    CallFinished,
+    CallStarted,
+    Event,
+    LogEmitted,
+    RunFinished,
+    RunStarted,
+    StepFinished,
+    StepStarted,
+    WaitScheduled,
+)
+from woml_magic.model import Run, Step, Workflow
+from woml_magic.policy import RetryPolicy
+
+CHARGE_POLICY = RetryPolicy(
+    attempts=4, backoff="exponential", delay=timedelta(seconds=1), max_delay=timedelta(seconds=10)
+)
+
+
+def workflow(*steps: tuple[str, RetryPolicy], wf_id: str = "checkout") -> Workflow:
+    return Workflow(wf_id, tuple(Step(sid, "return 1;", policy) for sid, policy in steps))
+
+
+class Recorder:
+    """Applies events to a ``Run`` and to any listening sink, like the engine does."""
+
+    def __init__(self, wf: Workflow, run_id: str = "run-1", clock: str = "simulated") -> None:
+        self.run = Run(run_id, wf, clock=clock)
+        self.sinks: list[Any] = []
+        self.emit(RunStarted(run_id, 0.0, workflow_id=wf.id, clock=clock))
+
+    def emit(self, event: Event) -> Event:
+        self.run.apply(event)
+        for sink in self.sinks:
+            sink(event)
+        return event
+
+    def key(self, step: str) -> str:
+        return self.run.steps[step].idempotency_key
+
+    def step(self, step: str, at: float) -> None:
+        self.emit(StepStarted(self.run.id, at, step_id=step, idempotency_key=self.key(step)))
+
+    def start(self, step: str, number: int, at: float) -> None:
+        self.emit(
+            AttemptStarted(
+                self.run.id, at, step_id=step, number=number, idempotency_key=self.key(step)
+            )
+        )
+
+    def log(self, step: str, number: int, at: float, text: str) -> None:
+        self.emit(LogEmitted(self.run.id, at, step_id=step, number=number, text=text))
+
+    def call(
+        self,
+        step: str,
+        number: int,
+        at: float,
+        *,
+        index: int = 0,
+        method: str = "POST",
+        url: str = "http://127.0.0.1:9/charges",
+        status: int | None = 201,
+        outcome: str = "response",
+        replayed: bool = False,
+        headers: dict[str, str] | None = None,
+        key_header: str | None = "Idempotency-Key",
+        name: str | None = "charge",
+    ) -> None:
+        self.emit(
+            CallStarted(
+                self.run.id,
+                at,
+                step_id=step,
+                number=number,
+                call_index=index,
+                name=name,
+                method=method,
+                url=url,
+                request_headers=headers or {},
+                idempotency_header=key_header,
+                idempotency_value=self.key(step) if key_header else None,
+            )
+        )
+        self.emit(
+            CallFinished(
+                self.run.id,
+                at + 0.01,
+                step_id=step,
+                number=number,
+                call_index=index,
+                name=name,
+                outcome=outcome,
+                status=status,
+                replayed=replayed,
+            )
+        )
+
+    def finish(
+        self,
+        step: str,
+        number: int,
+        at: float,
+        outcome: str,
+        *,
+        error: tuple[str, str, int | None] | None = None,
+        explanation: str = "",
+        result: Any = None,
+    ) -> None:
+        err = None if error is None else {"name": error[0], "message": error[1], "line": error[2]}
+        self.emit(
+            AttemptFinished(
+                self.run.id,
+                at,
+                step_id=step,
+                number=number,
+                outcome=outcome,
+                error=err,
+                explanation=explanation,
+                result=result,
+            )
+        )
+
+    def wait(self, step: str, after: int, at: float, seconds: float) -> None:
+        self.emit(
+            WaitScheduled(
+                self.run.id,
+                at,
+                step_id=step,
+                after_attempt=after,
+                seconds=seconds,
+                due=at + seconds,
+            )
+        )
+
+    def step_done(self, step: str, at: float, status: str, result: Any = None) -> None:
+        self.emit(StepFinished(self.run.id, at, step_id=step, status=status, result=result))
+
+    def run_done(self, at: float, status: str) -> None:
+        self.emit(RunFinished(self.run.id, at, status=status))
+
+
+def failed_closed(sinks: Sequence[Any] = ()) -> Recorder:
+    """charge: #1 threw, wait 1s, #2 threw, wait 2s, #3 timeout → failed-closed; email not run."""
+    r = Recorder(workflow(("charge", CHARGE_POLICY), ("email", RetryPolicy())))
+    r.sinks.extend(sinks)
+    r.step("charge", 0.0)
+    r.start("charge", 1, 0.0)
+    r.log("charge", 1, 0.05, "charging card")
+    r.call("charge", 1, 0.06, status=503)
+    r.finish(
+        "charge",
+        1,
+        0.12,
+        "threw",
+        error=("TypeError", "boom", 7),
+        explanation="Attempt 1 threw; retrying after 1s (3 attempts left).",
+    )
+    r.wait("charge", 1, 0.12, 1.0)
+    r.start("charge", 2, 1.12)
+    r.finish(
+        "charge",
+        2,
+        1.3,
+        "threw",
+        error=("HttpError", "503 Service Unavailable", 9),
+        explanation="Attempt 2 threw; retrying after 2s (2 attempts left).",
+    )
+    r.wait("charge", 2, 1.3, 2.0)
+    r.start("charge", 3, 3.3)
+    r.finish(
+        "charge",
+        3,
+        33.3,
+        "timeout",
+        error=("TimeoutError", "attempt 3 ran past the step timeout of 30s", None),
+        explanation="Attempt 3 timed out; timeouts fail closed and are not retried.",
+    )
+    r.step_done("charge", 33.3, "failed-closed")
+    r.step_done("email", 33.3, "not-run")
+    r.run_done(33.3, "failed")
+    return r
+
+
+def waiting(sinks: Sequence[Any] = ()) -> Recorder:
+    """A live run: charge #1 threw at 0.12s and waits 1s; email is pending."""
+    r = Recorder(workflow(("charge", CHARGE_POLICY), ("email", RetryPolicy())), clock="real")
+    r.sinks.extend(sinks)
+    r.step("charge", 0.0)
+    r.start("charge", 1, 0.0)
+    r.finish("charge", 1, 0.12, "threw", error=("TypeError", "boom", 7), explanation="retrying")
+    r.wait("charge", 1, 0.12, 1.0)
+    return r
+
+
+def succeeded(result: Any = None) -> Recorder:
+    """One step that succeeds at once with ``result``."""
+    r = Recorder(workflow(("fetch", RetryPolicy())), run_id="run-ok")
+    r.step("fetch", 0.0)
+    r.start("fetch", 1, 0.0)
+    r.finish("fetch", 1, 0.5, "succeeded", result=result, explanation="Attempt 1 succeeded.")
+    r.step_done("fetch", 0.5, "succeeded", result)
+    r.run_done(0.5, "succeeded")
+    return r

@@ -1,0 +1,144 @@
+"""The ``Woml`` configurable: session settings of the ``%%woml`` magic (spec §6.1).
+
+``%config Woml`` lists the settings, ``%config Woml.clock = "simulated"`` changes
+one. Each setting is validated when it is set, with a one-sentence reason that names
+the bad value and what is allowed (STYLE 6); the magic reads them at every run.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import timedelta
+from typing import Any
+
+from traitlets import Int, List, TraitError, Unicode, validate
+from traitlets.config import Configurable
+
+from .policy import MAX_DURATION, DurationError, parse_duration
+
+CLOCKS = ("real", "simulated")
+DEFAULT_JOURNAL = ".woml/journal.sqlite3"
+#: The parser's default step timeout (spec §2.2); ``default_timeout`` replaces it.
+SPEC_DEFAULT_TIMEOUT = "30s"
+#: Bounds that keep a typo from exhausting the kernel: a result is held in memory
+#: and journaled; a script worker's heap is real memory.
+MAX_RESULT_BYTES_LIMIT = 64 * 1024 * 1024
+MEMORY_LIMIT_MB_RANGE = (8, 4096)
+# RFC 9110 token: the characters a header field name may contain.
+_HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
+# A host name or IP literal as it appears in a URL (no scheme, path or port).
+_HOST = re.compile(r"^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.-]+)$")
+
+
+class Woml(Configurable):  # type: ignore[misc]  # traitlets ships no type information
+    """Settings of the ``%%woml`` magic (spec §6.1); flags on a cell override them."""
+
+    clock = Unicode(
+        "real", help="The default clock of %%woml runs: 'real' or 'simulated' (spec §5.1)."
+    ).tag(config=True)
+    journal = Unicode(
+        DEFAULT_JOURNAL,
+        help="The journal file (spec §5.2); a relative path is taken from the directory "
+        "the extension was loaded in; ':memory:' keeps runs for this session only.",
+    ).tag(config=True)
+    max_result_bytes = Int(
+        256 * 1024, help="The largest JSON text a step may return (spec §3.2 `oversized`)."
+    ).tag(config=True)
+    memory_limit_mb = Int(
+        128, help="The memory limit of one attempt's script, in MiB (spec §3.2 `crash`)."
+    ).tag(config=True)
+    default_timeout = Unicode(
+        SPEC_DEFAULT_TIMEOUT,
+        help="The timeout of steps without a `timeout` attribute, a duration such as "
+        "'30s' or '2m' (spec §2.2, §2.4).",
+    ).tag(config=True)
+    redact_headers = List(
+        Unicode(),
+        help="Extra header names shown and journaled as ••• (spec §4.1).",
+    ).tag(config=True)
+    http_allow = List(
+        Unicode(),
+        default_value=None,
+        allow_none=True,
+        help="Hosts scripts may call through services.http; None allows every host.",
+    ).tag(config=True)
+
+    @validate("clock")
+    def _check_clock(self, proposal: dict[str, Any]) -> str:
+        value = proposal["value"]
+        if value not in CLOCKS:
+            raise TraitError(f"Woml.clock {value!r} is not a clock; use 'real' or 'simulated'")
+        return str(value)
+
+    @validate("journal")
+    def _check_journal(self, proposal: dict[str, Any]) -> str:
+        value = str(proposal["value"])
+        if not value.strip():
+            raise TraitError(
+                "Woml.journal '' is empty; give a file path such as "
+                f"{DEFAULT_JOURNAL!r}, or ':memory:'"
+            )
+        return value
+
+    @validate("max_result_bytes")
+    def _check_max_result_bytes(self, proposal: dict[str, Any]) -> int:
+        value = int(proposal["value"])
+        if not 1 <= value <= MAX_RESULT_BYTES_LIMIT:
+            raise TraitError(
+                f"Woml.max_result_bytes {value} is out of range; use 1 to "
+                f"{MAX_RESULT_BYTES_LIMIT} bytes (64 MiB)"
+            )
+        return value
+
+    @validate("memory_limit_mb")
+    def _check_memory_limit_mb(self, proposal: dict[str, Any]) -> int:
+        value = int(proposal["value"])
+        low, high = MEMORY_LIMIT_MB_RANGE
+        if not low <= value <= high:
+            raise TraitError(
+                f"Woml.memory_limit_mb {value} is out of range; use {low} to {high} MiB"
+            )
+        return value
+
+    @validate("default_timeout")
+    def _check_default_timeout(self, proposal: dict[str, Any]) -> str:
+        value = str(proposal["value"])
+        try:
+            duration = parse_duration(value)
+        except DurationError as exc:
+            raise TraitError(f"Woml.default_timeout: {exc}") from None
+        if not timedelta(0) < duration <= MAX_DURATION:
+            raise TraitError(
+                f"Woml.default_timeout {value!r} is out of range; use a duration above 0 "
+                "and at most 24h"
+            )
+        return value
+
+    @validate("redact_headers")
+    def _check_redact_headers(self, proposal: dict[str, Any]) -> list[str]:
+        names = list(proposal["value"])
+        for name in names:
+            if not _HEADER_NAME.match(name):
+                raise TraitError(
+                    f"Woml.redact_headers: {name!r} is not a header name; use a name such "
+                    "as 'X-Stripe-Key' (no spaces, colons or quotes)"
+                )
+        return names
+
+    @validate("http_allow")
+    def _check_http_allow(self, proposal: dict[str, Any]) -> list[str] | None:
+        value = proposal["value"]
+        if value is None:
+            return None
+        hosts = list(value)
+        for host in hosts:
+            if not _HOST.match(host):
+                raise TraitError(
+                    f"Woml.http_allow: {host!r} is not a host; give bare host names or IPs "
+                    "such as '127.0.0.1' or 'api.example.com' (no scheme, port or path)"
+                )
+        return hosts
+
+    def timeout(self) -> timedelta:
+        """``default_timeout`` as a ``timedelta`` (already validated)."""
+        return parse_duration(self.default_timeout)

@@ -1,0 +1,472 @@
+"""The engine: runs a workflow's steps with WOML's retry semantics (spec §3, §4.2, §5.3).
+
+It emits the frozen events of ``events.py``; the ``Run`` folds them first, then every
+subscriber (journal, timeline, tests) sees them in order. Time comes only from the
+run's ``Clock``; scripts run only in the script worker (spec §4.5). The engine never
+imports widgets.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from .clock import Clock
+from .errors import ServiceRejection, WomlSyntaxError
+from .events import (
+    JSON,
+    AttemptFinished,
+    AttemptStarted,
+    Event,
+    EventSink,
+    LogEmitted,
+    RunFinished,
+    RunResumed,
+    RunStarted,
+    StepFinished,
+    StepStarted,
+    WaitScheduled,
+)
+from .explain import explain
+from .model import Run, Step, StepRun, Workflow
+from .policy import DurationError, format_duration, parse_duration
+from .runtime import AttemptRequest, AttemptResult, ScriptWorker
+from .services import CallScope, HttpService, StepCalls
+
+#: spec §3.2: only a definitive script-thrown failure retries.
+RETRYABLE = "threw"
+#: User actions keep their own outcome even after an unkeyed ambiguous call (spec §4.2).
+_USER_STOPS = ("cancelled", "interrupted")
+MAX_SLEEP_SECONDS = 24 * 3600.0
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    """Limits and HTTP settings for a run (spec §3.2, §4.1, §6.1 configuration)."""
+
+    memory_limit_mb: int = 128
+    max_result_bytes: int = 256 * 1024
+    redact_headers: tuple[str, ...] = ()
+    http_allow: tuple[str, ...] | None = None
+
+
+def interrupted_message(step_id: str, number: int) -> str:
+    """The error message of an attempt found open on resume (spec §5.3, verbatim)."""
+    return (
+        f"attempt {number} of {step_id} was interrupted; whether its effects happened is "
+        "unknown. Check the external system, then resume with --retry-interrupted to run "
+        "it again with the same idempotency key."
+    )
+
+
+class WorkerPool:
+    """Warm script workers, started on first use and reused across attempts and runs (§4.5).
+
+    A run borrows one worker per attempt; concurrent runs borrow different workers.
+    """
+
+    def __init__(self, keep: int = 2) -> None:
+        self._keep = keep
+        self._idle: list[ScriptWorker] = []
+
+    @contextlib.asynccontextmanager
+    async def worker(self) -> AsyncIterator[ScriptWorker]:
+        worker = self._idle.pop() if self._idle else ScriptWorker()
+        try:
+            yield worker
+        finally:
+            if len(self._idle) < self._keep:
+                self._idle.append(worker)
+            else:
+                await worker.aclose()
+
+    async def aclose(self) -> None:
+        idle, self._idle = self._idle, []
+        for worker in idle:
+            await worker.aclose()
+
+    def kill_all(self) -> None:
+        """Synchronous teardown for interpreter exit."""
+        idle, self._idle = self._idle, []
+        for worker in idle:
+            worker.kill()
+
+
+async def check_scripts(workflow: Workflow, pool: WorkerPool) -> None:
+    """Compile every script before anything runs (spec §2.3); raise ``WomlSyntaxError``."""
+    async with pool.worker() as worker:
+        for step in workflow.steps:
+            problem = await worker.check_syntax(step.script, step.script_line, step.script_column)
+            if problem is not None:
+                message, line, column = problem
+                raise WomlSyntaxError(
+                    f"JavaScript syntax error in the script of step {step.id!r}: {message}",
+                    line,
+                    column,
+                ).with_source(workflow.source)
+
+
+class _Activity:
+    """Tells a simulated clock when an attempt is doing real work.
+
+    The attempt counts as busy except while the script awaits at least one service
+    call: then only the service itself (an HTTP request) holds the clock.
+    """
+
+    def __init__(self, clock: Clock) -> None:
+        self._clock = clock
+        self._pending = 0
+        self._busy: contextlib.ExitStack | None = None
+
+    def _hold(self) -> None:
+        if self._busy is None:
+            self._busy = contextlib.ExitStack()
+            self._busy.enter_context(self._clock.busy())
+
+    def _release(self) -> None:
+        if self._busy is not None:
+            self._busy.close()
+            self._busy = None
+
+    @contextlib.contextmanager
+    def running(self) -> Iterator[None]:
+        self._hold()
+        try:
+            yield
+        finally:
+            self._release()
+
+    @contextlib.contextmanager
+    def awaiting_service(self) -> Iterator[None]:
+        self._pending += 1
+        self._release()
+        try:
+            yield
+        finally:
+            self._pending -= 1
+            if self._pending == 0:
+                self._hold()
+
+
+class Engine:
+    """Executes one run (new or resumed) and emits its events."""
+
+    def __init__(
+        self,
+        run: Run,
+        clock: Clock,
+        *,
+        pool: WorkerPool,
+        sinks: Iterable[EventSink] = (),
+        config: EngineConfig | None = None,
+        retry_interrupted: bool = False,
+    ) -> None:
+        self.run = run
+        self.clock = clock
+        self._pool = pool
+        self._sinks = list(sinks)
+        self._config = config or EngineConfig()
+        self._retry_interrupted = retry_interrupted
+        self._stop_reason: str | None = None
+        self._http: HttpService | None = None
+
+    # -- events ---------------------------------------------------------------------
+    def emit(self, event: Event) -> None:
+        self.run.apply(event)
+        for sink in self._sinks:
+            sink(event)
+
+    def subscribe(self, sink: EventSink) -> None:
+        self._sinks.append(sink)
+
+    def _now(self) -> float:
+        return self.clock.now()
+
+    # -- control ----------------------------------------------------------------------
+    def stop_reason(self, reason: str) -> None:
+        """Say why the task running this engine is about to be cancelled.
+
+        ``"cancelled"`` (user cancel, the default) or ``"interrupted"`` (kernel interrupt).
+        """
+        self._stop_reason = reason
+
+    # -- run --------------------------------------------------------------------------
+    async def start_new(self) -> Run:
+        wf = self.run.workflow
+        self.emit(
+            RunStarted(
+                run_id=self.run.id,
+                at=self._now(),
+                workflow_id=wf.id,
+                fingerprint=wf.fingerprint,
+                clock=self.clock.kind,
+                payload=self.run.payload,
+                source=wf.source,
+            )
+        )
+        return await self._execute()
+
+    async def resume(self) -> Run:
+        self.emit(
+            RunResumed(
+                run_id=self.run.id, at=self._now(), retry_interrupted=self._retry_interrupted
+            )
+        )
+        return await self._execute()
+
+    async def _execute(self) -> Run:
+        results: dict[str, JSON] = {}
+        http = HttpService(
+            redact=_redact_names(self._config.redact_headers),
+            allow_hosts=self._config.http_allow,
+        )
+        self._http = http
+        status = "succeeded"
+        try:
+            for step in self.run.workflow.steps:
+                sr = self.run.steps[step.id]
+                if status != "succeeded":
+                    self.emit(StepFinished(run_id=self.run.id, at=self._now(), step_id=step.id,
+                                           status="not-run"))
+                    continue
+                final = await self._run_step(step, sr, results)
+                if final in ("succeeded", "reattached"):
+                    results[step.id] = sr.result
+                else:
+                    status = "failed"
+        except asyncio.CancelledError:
+            self._finish_after_stop()
+            raise
+        finally:
+            self._http = None
+            await http.aclose()
+        self.emit(RunFinished(run_id=self.run.id, at=self._now(), status=status))
+        return self.run
+
+    def _finish_after_stop(self) -> None:
+        """Close the books when the run's task is cancelled mid-way (spec §3.2)."""
+        for sr in self.run.steps.values():
+            if sr.status in ("running", "waiting"):
+                self.emit(StepFinished(run_id=self.run.id, at=self._now(), step_id=sr.id,
+                                       status="failed-closed"))
+            elif sr.status == "pending":
+                self.emit(StepFinished(run_id=self.run.id, at=self._now(), step_id=sr.id,
+                                       status="not-run"))
+        self.emit(RunFinished(run_id=self.run.id, at=self._now(), status="failed"))
+
+    def _finish_step(self, sr: StepRun, status: str, result: JSON = None) -> str:
+        self.emit(StepFinished(run_id=self.run.id, at=self._now(), step_id=sr.id,
+                               status=status, result=result))
+        return status
+
+    async def _run_step(self, step: Step, sr: StepRun, results: dict[str, JSON]) -> str:
+        """Run (or continue, on resume) one step to its final status (spec §3.1, §5.3)."""
+        policy = step.policy
+        if sr.status in ("succeeded", "reattached"):
+            # spec §5.3: a succeeded step is reattached, its result taken from the journal.
+            return self._finish_step(sr, "reattached", sr.result)
+        if sr.status == "pending":
+            self.emit(StepStarted(run_id=self.run.id, at=self._now(), step_id=step.id,
+                                  idempotency_key=sr.idempotency_key))
+        elif sr.status in ("failed", "failed-closed", "not-run"):
+            if not (self._retry_interrupted and sr.attempts
+                    and sr.attempts[-1].outcome == "interrupted"):
+                return sr.status
+            self.emit(StepStarted(run_id=self.run.id, at=self._now(), step_id=step.id,
+                                  idempotency_key=sr.idempotency_key))
+        calls = _journaled_calls(sr)
+        used = len(sr.attempts)
+        last = sr.attempts[-1] if sr.attempts else None
+        pending_wait: float | None = None
+        if last is not None:
+            if last.outcome == "running":
+                # spec §5.3: an attempt that started but never finished is interrupted.
+                message = interrupted_message(step.id, last.number)
+                self.emit(AttemptFinished(
+                    run_id=self.run.id, at=self._now(), step_id=step.id, number=last.number,
+                    outcome="interrupted",
+                    error={"name": "InterruptedError", "message": message, "line": None},
+                    explanation=explain("interrupted-on-resume", step, last.number),
+                ))
+                if not self._retry_interrupted:
+                    return self._finish_step(sr, "failed-closed")
+            elif last.outcome == "interrupted":
+                pass  # retry_interrupted: counts as used, the next attempt starts at once
+            elif last.outcome == "succeeded":
+                return self._finish_step(sr, "succeeded", last.result)
+            elif last.outcome != RETRYABLE:
+                return self._finish_step(sr, "failed-closed")
+            elif used >= policy.attempts:
+                return self._finish_step(sr, "failed")
+            elif sr.wait_due is not None:
+                pending_wait = max(0.0, sr.wait_due - self._now())  # continue the schedule
+            else:
+                pending_wait = self._schedule_wait(step, used)
+            if used >= policy.attempts:
+                return self._finish_step(sr, "failed-closed")
+        while True:
+            if pending_wait is not None:
+                await self.clock.sleep(pending_wait)
+            used += 1
+            outcome = await self._attempt(step, sr, used, results, calls)
+            if outcome == "succeeded":
+                return self._finish_step(sr, "succeeded", sr.attempt(used).result)
+            if outcome != RETRYABLE:
+                return self._finish_step(sr, "failed-closed")
+            if used >= policy.attempts:
+                return self._finish_step(sr, "failed")
+            pending_wait = self._schedule_wait(step, used)
+
+    def _schedule_wait(self, step: Step, after: int) -> float:
+        seconds = step.policy.wait(after).total_seconds()
+        now = self._now()
+        self.emit(WaitScheduled(run_id=self.run.id, at=now, step_id=step.id,
+                                after_attempt=after, seconds=seconds, due=now + seconds))
+        return seconds
+
+    async def _attempt(
+        self, step: Step, sr: StepRun, number: int, results: dict[str, JSON], calls: StepCalls
+    ) -> str:
+        """One attempt in the worker, raced against the timeout on the run's clock."""
+        run_id = self.run.id
+        self.emit(AttemptStarted(run_id=run_id, at=self._now(), step_id=step.id, number=number,
+                                 idempotency_key=sr.idempotency_key))
+        scope = CallScope(run_id=run_id, step_id=step.id, attempt_number=number,
+                          step_calls=calls, emit=self.emit, now=self._now,
+                          busy=self.clock.busy)
+        activity = _Activity(self.clock)
+        services = self._services(scope, activity)
+
+        def on_log(level: str, text: str) -> None:
+            line = text if level == "log" else f"[{level}] {text}"
+            self.emit(LogEmitted(run_id=run_id, at=self._now(), step_id=step.id,
+                                 number=number, level=level, text=line))
+
+        request = AttemptRequest(
+            script=step.script,
+            script_line=step.script_line,
+            script_column=step.script_column,
+            context={"payload": self.run.payload, "steps": dict(results),
+                     "run": {"id": run_id, "workflow": self.run.workflow.id}},
+            attempt={"number": number, "maxAttempts": step.policy.attempts,
+                     "idempotencyKey": sr.idempotency_key},
+            now_ms=self.clock.epoch_ms,
+            memory_limit_bytes=self._config.memory_limit_mb * 1024 * 1024,
+            max_result_bytes=self._config.max_result_bytes,
+        )
+        result: AttemptResult | None = None
+        outcome: str
+        try:
+            async with self._pool.worker() as worker:
+                with activity.running():
+                    job = asyncio.ensure_future(worker.run_attempt(request, services, on_log))
+                    timer = asyncio.ensure_future(self.clock.sleep(step.timeout.total_seconds()))
+                    try:
+                        done, _ = await asyncio.wait({job, timer},
+                                                     return_when=asyncio.FIRST_COMPLETED)
+                    finally:
+                        timer.cancel()
+                        if not job.done():
+                            job.cancel()  # the worker kills its process (spec §4.5)
+                        with contextlib.suppress(asyncio.CancelledError):
+                            await job
+            if job in done and not job.cancelled():
+                result = job.result()
+                outcome = result.outcome
+            else:
+                outcome = "timeout"
+        except asyncio.CancelledError:
+            self._finish_attempt(step, number, self._stop_reason or "cancelled", None, scope)
+            raise
+        return self._finish_attempt(step, number, outcome, result, scope)
+
+    def _finish_attempt(
+        self, step: Step, number: int, outcome: str, result: AttemptResult | None,
+        scope: CallScope,
+    ) -> str:
+        error: dict[str, JSON] | None = None
+        if result is not None and result.outcome != "succeeded":
+            error = {"name": result.error_name or "Error",
+                     "message": result.error_message or "", "line": result.error_line}
+        detail = result.error_message if result is not None else None
+        if outcome == "timeout":
+            error = {"name": "TimeoutError",
+                     "message": f"attempt {number} of {step.id} ran past its timeout of "
+                                f"{format_duration(step.timeout)}", "line": None}
+        elif outcome in _USER_STOPS:
+            what = "the run was cancelled" if outcome == "cancelled" else \
+                "the kernel was interrupted"
+            error = {"name": "CancelledError" if outcome == "cancelled" else "InterruptedError",
+                     "message": f"attempt {number} of {step.id} was stopped: {what}",
+                     "line": None}
+        original = outcome
+        if outcome != "succeeded" and outcome not in _USER_STOPS and scope.unkeyed_ambiguity:
+            outcome = "ambiguous"  # spec §4.2: the guard outranks the attempt's own failure
+        self.emit(AttemptFinished(
+            run_id=self.run.id, at=self._now(), step_id=step.id, number=number,
+            outcome=outcome, result=result.result if outcome == "succeeded" and result else None,
+            error=error,
+            explanation=explain(outcome, step, number, original=original, detail=detail,
+                                error_name=None if error is None else str(error["name"])),
+        ))
+        return outcome
+
+    def _services(
+        self, scope: CallScope, activity: _Activity
+    ) -> Callable[[str, list[Any]], Any]:
+        async def call(name: str, args: list[Any]) -> Any:
+            with activity.awaiting_service():
+                if name == "sleep":
+                    await self.clock.sleep(_sleep_seconds(args))
+                    return None
+                if name == "http.request":
+                    if self._http is None:
+                        raise ServiceRejection("Error", "the run has ended")
+                    request = args[0] if args else None
+                    options = args[1] if len(args) > 1 else None
+                    return await self._http.request(request, options, scope)
+            raise ServiceRejection("TypeError", f"services has no {name!r}")
+
+        return call
+
+
+def _sleep_seconds(args: list[Any]) -> float:
+    """``services.sleep(duration)``: a duration string or milliseconds (spec §4.4)."""
+    allowed = "pass a duration such as \"250ms\" or \"2s\", or a number of milliseconds"
+    if not args:
+        raise ServiceRejection("TypeError", f"services.sleep needs a duration; {allowed}")
+    value = args[0]
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        raise ServiceRejection("TypeError", f"services.sleep got {json.dumps(value)}; {allowed}")
+    if isinstance(value, str):
+        try:
+            seconds = parse_duration(value).total_seconds()
+        except DurationError as exc:
+            raise ServiceRejection("TypeError", f"services.sleep: {exc}") from None
+    else:
+        seconds = float(value) / 1000.0
+    if not 0 <= seconds <= MAX_SLEEP_SECONDS:
+        raise ServiceRejection("RangeError",
+                               f"services.sleep got {value!r}; it must be between 0 and 24h")
+    return seconds
+
+
+def _redact_names(extra: Iterable[str]) -> tuple[str, ...]:
+    from .services import DEFAULT_REDACTED
+
+    return tuple(dict.fromkeys([*DEFAULT_REDACTED, *(n.lower() for n in extra)]))
+
+
+def _journaled_calls(sr: StepRun) -> StepCalls:
+    """Named calls of this logical step whose 2xx response is known (spec §4.3)."""
+    reattach: dict[str, dict[str, Any]] = {}
+    for attempt in sr.attempts:
+        for call in attempt.calls:
+            if (call.name and call.outcome == "response" and call.status is not None
+                    and 200 <= call.status < 300 and isinstance(call.response, dict)):
+                reattach.setdefault(call.name, call.response)
+    return StepCalls(reattach=reattach)

@@ -1,0 +1,79 @@
+"""One sentence per attempt: why it did or did not retry (spec §3.2).
+
+A retried attempt and the last attempt read differently, and every fail-closed
+outcome says why repeating it would be unsafe or meaningless (the seed's wording).
+"""
+
+from __future__ import annotations
+
+from .model import Step
+from .policy import format_duration
+
+_FAIL_CLOSED = {
+    "timeout": (
+        "it ran past its {timeout} timeout; its effects may be partial or still under "
+        "way, so WOML fails closed instead of retrying"
+    ),
+    "invalid-json": (
+        "its result is not a JSON value{detail}; running the same code again would return "
+        "the same kind of value, so WOML fails closed"
+    ),
+    "oversized": (
+        "its result is larger than the result limit{detail}; repeating it would produce the "
+        "same result, so WOML fails closed"
+    ),
+    "crash": (
+        "the script worker or the host failed{detail}; that is not a definitive failure of "
+        "the script, so WOML fails closed rather than repeat it"
+    ),
+    "interrupted": (
+        "the kernel was interrupted during it; whether its effects happened is unknown, so "
+        "WOML fails closed"
+    ),
+    "interrupted-on-resume": (
+        "the process stopped during it and the journal has no outcome; whether its effects "
+        "happened is unknown, so WOML fails closed until you resume with --retry-interrupted"
+    ),
+    "cancelled": "the run was cancelled during it; WOML never retries a cancelled attempt",
+    "ambiguous": (
+        "it made an HTTP call without an idempotency key whose outcome is unknown and then "
+        "failed{detail}; a retry could repeat that effect, so WOML fails closed"
+    ),
+}
+
+
+def explain(
+    outcome: str,
+    step: Step,
+    number: int,
+    *,
+    original: str | None = None,
+    detail: str | None = None,
+    error_name: str | None = None,
+) -> str:
+    """The explanation of attempt ``number`` of ``step`` ending with ``outcome``."""
+    attempts = step.policy.attempts
+    of = f"Attempt {number} of {attempts}"
+    if outcome == "succeeded":
+        return f"{of} succeeded; no retry needed."
+    if outcome == "threw":
+        thrown = f"the script threw {error_name}" if error_name else "the script threw"
+        if number < attempts:
+            wait = format_duration(step.policy.wait(number))
+            return (
+                f"{of} failed because {thrown}, a definitive failure, so WOML retries after "
+                f"waiting {wait}."
+            )
+        return (
+            f"{of} failed because {thrown} on the last allowed attempt, so the step failed."
+        )
+    template = _FAIL_CLOSED.get(outcome)
+    if template is None:
+        return f"{of} ended {outcome}."
+    extra = ""
+    if outcome == "ambiguous" and original and original != "threw":
+        extra = f" (the attempt itself ended {original})"
+    elif detail and outcome in ("invalid-json", "oversized", "crash"):
+        extra = f" ({detail.rstrip('.')})"
+    text = template.format(timeout=format_duration(step.timeout), detail=extra)
+    return f"{of} was not retried: {text}."

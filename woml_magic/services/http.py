@@ -1,0 +1,250 @@
+"""``services.http.request``, performed in the kernel process with httpx (spec §4.1-§4.3).
+
+One ``HttpService`` per run owns one ``httpx.AsyncClient`` (keep-alive pooling,
+``trust_env=False`` so no proxy or netrc from the environment, no redirects followed,
+no cookie jar)
+and is closed with the run. Each call:
+
+1. validates the request (``TypeError`` rejections, nothing emitted);
+2. claims its name in the attempt (a duplicate is a ``TypeError``);
+3. emits ``CallStarted`` with redacted headers, durable before anything is sent (§5.2);
+4. refuses a host outside the allow-list (``NetworkError``, ``blocked: true``);
+5. reattaches a named call whose 2xx response is known (§4.3), sending nothing;
+6. sends, reads at most ``max_response_bytes``, emits ``CallFinished`` and resolves
+   or rejects as ``http_outcome`` describes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable, Iterable
+from http.cookiejar import CookieJar, DefaultCookiePolicy
+from typing import Any
+
+import httpx
+
+from .. import __version__
+from ..errors import ServiceRejection
+from ..events import CallFinished, CallStarted
+from .http_outcome import classify_transport_error, decode_data, http_error_message
+from .http_request import (
+    DEFAULT_REDACTED,
+    REDACTED,
+    HostAllowList,
+    HttpRequest,
+    parse_request,
+    redact_headers,
+)
+from .scope import CallScope, is_reattachable
+
+MAX_RESPONSE_BYTES = 10 * 1024 * 1024
+
+_KEY_HINT = (
+    " Give the request idempotency: {header: 'Idempotency-Key', value: "
+    "attempt.idempotencyKey} if the API supports it, so a retry is safe."
+)
+
+
+class _TooLarge(Exception):
+    """The response body passed the size cap; carries what was known by then."""
+
+    def __init__(self, response: httpx.Response) -> None:
+        self.response = response
+
+
+class HttpService:
+    """The managed HTTP service of one run (spec §4.1).
+
+    ``redact``: header names shown and journaled as ``•••`` (case-insensitive).
+    ``allow_hosts``: the ``http_allow`` setting (see ``HostAllowList``); ``None``
+    allows every host. ``default_timeout``: seconds, when the request gives none.
+    ``client``: an ``httpx.AsyncClient`` to use instead of creating one; the caller
+    then owns it and ``aclose`` leaves it open.
+    """
+
+    def __init__(
+        self,
+        *,
+        redact: Iterable[str] = DEFAULT_REDACTED,
+        allow_hosts: Iterable[str] | None = None,
+        default_timeout: float = 30.0,
+        client: httpx.AsyncClient | None = None,
+        max_response_bytes: int = MAX_RESPONSE_BYTES,
+    ) -> None:
+        self.redact = tuple(name.lower() for name in redact)
+        self.allow = HostAllowList(allow_hosts)
+        self.default_timeout = default_timeout
+        self.max_response_bytes = max_response_bytes
+        self._owns_client = client is None
+        self._client = client or httpx.AsyncClient(
+            trust_env=False,
+            follow_redirects=False,
+            # No cookie jar: each request carries exactly the headers the script wrote and
+            # the journal shows, whatever earlier responses set.
+            cookies=CookieJar(policy=DefaultCookiePolicy(allowed_domains=[])),
+            headers={"User-Agent": f"woml-magic/{__version__}"},
+        )
+
+    async def aclose(self) -> None:
+        """Close the client this service created (one per run, closed with the run)."""
+        if self._owns_client:
+            await self._client.aclose()
+
+    async def request(self, request: Any, options: Any, scope: CallScope) -> dict[str, Any]:
+        """Perform one ``services.http.request(request, options)`` call (spec §4.1).
+
+        Returns ``{status, headers, data, replayed}``; raises ``ServiceRejection`` named
+        ``TypeError``, ``HttpError``, ``NetworkError``, ``AmbiguousError`` or
+        ``ResponseTooLargeError``. Response headers are returned with real values to
+        the script, except when reattached: the journal only holds redacted ones.
+        """
+        req = parse_request(request, options, default_timeout=self.default_timeout)
+        if req.name is not None:
+            if req.name in scope.names_used:
+                raise ServiceRejection(
+                    "TypeError",
+                    f"the call name {req.name!r} is already used in this attempt; names of "
+                    f"managed calls must be unique within one attempt (e.g. "
+                    f"{req.name + '-2'!r})",
+                )
+            scope.names_used.add(req.name)
+        index = scope.calls_made
+        scope.calls_made += 1
+        scope.emit(self._started(req, scope, index))
+
+        def finish(**kwargs: Any) -> None:
+            scope.emit(
+                CallFinished(
+                    run_id=scope.run_id,
+                    at=scope.now(),
+                    step_id=scope.step_id,
+                    number=scope.attempt_number,
+                    call_index=index,
+                    name=req.name,
+                    **kwargs,
+                )
+            )
+
+        if not self.allow.allows(req.url):
+            message = (
+                f"{req.method} {req.shown_url}: the host {req.url.host!r} is not in the "
+                f"http_allow list ({', '.join(self.allow.entries or ())}); nothing was sent"
+            )
+            finish(outcome="network-error", error=message)
+            raise ServiceRejection("NetworkError", message, {"blocked": True, "host": req.url.host})
+
+        stored = scope.step_calls.reattach.get(req.name) if req.name is not None else None
+        if stored is not None:
+            finish(outcome="response", status=stored.get("status"), replayed=True, response=stored)
+            return {**stored, "replayed": True}
+
+        try:
+            with scope.busy():
+                response, body = await self._send(req)
+        except asyncio.CancelledError:
+            # The attempt ended (timeout, cancel) with the request in flight: record it as
+            # ambiguous, but never let a failing emit replace the cancellation.
+            if req.idempotency is None:
+                scope.unkeyed_ambiguity = True
+            with contextlib.suppress(Exception):
+                finish(
+                    outcome="ambiguous",
+                    error="the attempt ended while the request was in flight; "
+                    "whether the server acted on it is unknown",
+                )
+            raise
+        except _TooLarge as exc:
+            raise self._too_large(req, exc.response, finish) from None
+        except httpx.HTTPError as exc:
+            outcome, reason = classify_transport_error(exc, req.timeout)
+            message = f"{req.method} {req.shown_url}: {reason}"
+            finish(outcome=outcome, error=message)
+            if outcome == "network-error":
+                raise ServiceRejection("NetworkError", message) from None
+            if req.idempotency is None:
+                scope.unkeyed_ambiguity = True
+                message += _KEY_HINT
+            raise ServiceRejection("AmbiguousError", message, {"ambiguous": True}) from None
+        except Exception as exc:
+            # Not an error httpx documents: the request may have left, so record the call
+            # as ambiguous (fail closed) and let the engine report a crash (spec §3.2).
+            if req.idempotency is None:
+                scope.unkeyed_ambiguity = True
+            finish(outcome="ambiguous", error=f"internal error while sending: {exc!r}")
+            raise
+
+        data = decode_data(body, response.headers.get("content-type"), response.charset_encoding)
+        headers = {name: response.headers[name] for name in response.headers}
+        shown_headers = redact_headers(headers, self.redact)
+        record = {"status": response.status_code, "headers": shown_headers, "data": data}
+        if response.status_code >= 400:
+            message = http_error_message(req.method, req.shown_url, response, data)
+            finish(outcome="response", status=response.status_code, response=record, error=message)
+            raise ServiceRejection("HttpError", message, dict(record))
+        finish(outcome="response", status=response.status_code, response=record)
+        if req.name is not None and is_reattachable(response.status_code):
+            scope.step_calls.reattach[req.name] = record
+        return {"status": response.status_code, "headers": headers, "data": data, "replayed": False}
+
+    def _started(self, req: HttpRequest, scope: CallScope, index: int) -> CallStarted:
+        key_header, key_value = req.idempotency or (None, None)
+        if key_header is not None and key_header.lower() in self.redact:
+            key_value = REDACTED  # configured as sensitive: respect that even for keys
+        return CallStarted(
+            run_id=scope.run_id,
+            at=scope.now(),
+            step_id=scope.step_id,
+            number=scope.attempt_number,
+            call_index=index,
+            name=req.name,
+            method=req.method,
+            url=req.shown_url,
+            request_headers=redact_headers(dict(req.headers), self.redact),
+            idempotency_header=key_header,
+            idempotency_value=key_value,
+        )
+
+    async def _send(self, req: HttpRequest) -> tuple[httpx.Response, bytes]:
+        """Send and read the body, at most ``max_response_bytes`` of it (decoded)."""
+        async with self._client.stream(
+            req.method,
+            req.url,
+            headers=list(req.headers),
+            content=req.content,
+            timeout=req.timeout,
+        ) as response:
+            declared = response.headers.get("content-length", "")
+            if declared.isdigit() and int(declared) > self.max_response_bytes:
+                raise _TooLarge(response)
+            chunks: list[bytes] = []
+            size = 0
+            async for chunk in response.aiter_bytes():
+                size += len(chunk)
+                if size > self.max_response_bytes:
+                    raise _TooLarge(response)
+                chunks.append(chunk)
+        return response, b"".join(chunks)
+
+    def _too_large(
+        self, req: HttpRequest, response: httpx.Response, finish: Callable[..., None]
+    ) -> ServiceRejection:
+        """Record a response whose body passed the cap, and the rejection to raise."""
+        headers = redact_headers(
+            {name: response.headers[name] for name in response.headers}, self.redact
+        )
+        message = (
+            f"{req.method} {req.shown_url} answered {response.status_code} with a body over "
+            f"the {self.max_response_bytes} byte limit; ask the API for a smaller page"
+        )
+        finish(
+            outcome="response",
+            status=response.status_code,
+            response={"status": response.status_code, "headers": headers, "data": None},
+            error=message,
+        )
+        return ServiceRejection(
+            "ResponseTooLargeError",
+            message,
+            {"status": response.status_code, "headers": headers, "limit": self.max_response_bytes},
+        )

@@ -1,0 +1,354 @@
+"""The request object a script hands to ``services.http.request`` (spec §4.1).
+
+``parse_request`` turns the parsed-JSON ``request`` and ``options`` into a frozen
+``HttpRequest`` or rejects with a ``TypeError``-named ``ServiceRejection`` whose one
+sentence names the bad value and what is allowed. Nothing here touches the network.
+Also here: header redaction and the host allow-list, both decided before a byte leaves.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import math
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+from ..errors import ServiceRejection
+from ..policy import MAX_DURATION, DurationError, parse_duration
+
+DEFAULT_REDACTED = ("authorization", "cookie", "set-cookie", "proxy-authorization", "x-api-key")
+REDACTED = "•••"
+
+METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
+REQUEST_KEYS = ("method", "url", "headers", "query", "json", "body", "timeout", "idempotency")
+OPTION_KEYS = ("name",)
+# Keys people bring from other HTTP clients, and what they mean here.
+_HINTS = {
+    "params": "query",
+    "searchparams": "query",
+    "data": "json",
+    "idempotencykey": "idempotency",
+    "idempotency_key": "idempotency",
+}
+# The client frames the message itself; a script setting these would corrupt it.
+_FRAMING_HEADERS = ("content-length", "transfer-encoding", "connection")
+_TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
+_BAD_VALUE_CHARS = re.compile(r"[\r\n\x00]")
+
+
+@dataclass(frozen=True)
+class HttpRequest:
+    """A validated request, ready to send (spec §4.1).
+
+    ``headers`` are the headers the script set, plus ``Content-Type`` for ``json`` and
+    the idempotency header, in that order, with real values. ``timeout`` is seconds and,
+    as in httpx, bounds each phase (connecting, waiting for a pooled connection, each
+    write, each read) rather than the whole call; the step's ``timeout`` bounds that.
+    """
+
+    method: str
+    url: httpx.URL
+    headers: tuple[tuple[str, str], ...]
+    content: bytes | None
+    timeout: float
+    idempotency: tuple[str, str] | None
+    name: str | None
+
+    @property
+    def shown_url(self) -> str:
+        """The URL as journaled: no fragment, and a password in it replaced by ``•••``."""
+        text = str(self.url.copy_with(username=None, password=None, fragment=None))
+        if self.url.userinfo:
+            user = self.url.userinfo.split(b":", 1)[0].decode("ascii", "replace")
+            prefix = f"{self.url.scheme}://"
+            text = f"{prefix}{user}:{REDACTED}@{text[len(prefix) :]}"
+        return text
+
+
+def js_type(value: Any) -> str:
+    """The JavaScript name of a parsed-JSON value's type, for messages."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, (int, float)):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list):
+        return "array"
+    if isinstance(value, dict):
+        return "object"
+    return type(value).__name__
+
+
+def _reject(message: str) -> ServiceRejection:
+    return ServiceRejection("TypeError", message)
+
+
+def _unknown_key(key: str, allowed: tuple[str, ...], where: str) -> ServiceRejection:
+    hint = _HINTS.get(key.lower())
+    if hint is None:
+        close = difflib.get_close_matches(key, allowed, n=1, cutoff=0.6)
+        hint = close[0] if close else None
+    suggestion = f"; did you mean {hint!r}?" if hint else ""
+    return _reject(
+        f"unknown key {key!r} in {where}; allowed keys are {', '.join(allowed)}{suggestion}"
+    )
+
+
+def redact_headers(headers: Mapping[str, str], redact: Iterable[str]) -> dict[str, str]:
+    """Copy ``headers`` with sensitive values replaced by ``•••`` (spec §4.1).
+
+    Names compare case-insensitively; names keep their spelling.
+    """
+    hidden = {name.lower() for name in redact}
+    return {k: (REDACTED if k.lower() in hidden else v) for k, v in headers.items()}
+
+
+def _check_header(name: Any, value: Any, where: str) -> tuple[str, str]:
+    if not isinstance(name, str) or not _TOKEN.fullmatch(name):
+        raise _reject(f"{where} has an invalid header name {name!r}; use letters, digits and -")
+    if not isinstance(value, str):
+        raise _reject(
+            f"{where} header {name!r} is a {js_type(value)}; header values must be "
+            f"strings (write String(value))"
+        )
+    if _BAD_VALUE_CHARS.search(value):
+        raise _reject(
+            f"{where} header {name!r} contains a line break or NUL; header values are "
+            "one line of text"
+        )
+    if not value.isascii():
+        raise _reject(
+            f"{where} header {name!r} contains non-ASCII text; HTTP header values are "
+            "ASCII (encode it, e.g. with encodeURIComponent)"
+        )
+    if name.lower() in _FRAMING_HEADERS:
+        raise _reject(f"{where} header {name!r} is set by the HTTP client itself; remove it")
+    return name, value
+
+
+def _parse_headers(value: Any) -> list[tuple[str, str]]:
+    if value is None:
+        return []
+    if not isinstance(value, dict):
+        raise _reject(
+            f"request.headers must be an object of strings like "
+            f'{{"Accept": "application/json"}}, got {js_type(value)}'
+        )
+    out: list[tuple[str, str]] = []
+    seen: dict[str, str] = {}
+    for name, val in value.items():
+        out.append(_check_header(name, val, "request.headers"))
+        if name.lower() in seen:
+            raise _reject(
+                f"request.headers sets {seen[name.lower()]!r} and {name!r}; header names "
+                "are case-insensitive, so give each once"
+            )
+        seen[name.lower()] = name
+    return out
+
+
+def _query_text(key: str, value: Any) -> str:
+    # Mirrors String(value) in JavaScript, so the URL reads as the script author expects.
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return value
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float) and math.isfinite(value):
+        return str(int(value)) if value.is_integer() else repr(value)
+    raise _reject(
+        f"request.query.{key} is {js_type(value)}; query values are strings, numbers, "
+        "booleans or arrays of them (omit a key to leave it out)"
+    )
+
+
+def _parse_query(value: Any) -> list[tuple[str, str]]:
+    if value is None:
+        return []
+    if not isinstance(value, dict):
+        raise _reject(
+            f'request.query must be an object like {{"page": 2, "tag": ["a", "b"]}}, '
+            f"got {js_type(value)}"
+        )
+    pairs: list[tuple[str, str]] = []
+    for key, item in value.items():
+        items = item if isinstance(item, list) else [item]
+        pairs.extend((key, _query_text(key, one)) for one in items)
+    return pairs
+
+
+def _parse_url(value: Any) -> httpx.URL:
+    allowed = "an absolute http:// or https:// URL such as https://api.example.com/customers"
+    if not isinstance(value, str) or not value:
+        raise _reject(f"request.url is required and must be {allowed}, got {js_type(value)}")
+    try:
+        url = httpx.URL(value)
+    except httpx.InvalidURL as exc:
+        raise _reject(f"request.url {value!r} is not a valid URL ({exc}); use {allowed}") from None
+    if url.scheme not in ("http", "https") or not url.host:
+        raise _reject(f"request.url {value!r} is not {allowed}")
+    return url
+
+
+def _parse_timeout(value: Any, default: float) -> float:
+    if value is None:
+        return default
+    limit = MAX_DURATION.total_seconds()
+    allowed = 'a duration such as "5s" or "250ms", or a number of milliseconds, up to 24h'
+    if isinstance(value, str):
+        try:
+            seconds = parse_duration(value).total_seconds()
+        except DurationError as exc:
+            raise _reject(f"request.timeout: {exc}") from None
+    elif isinstance(value, (int, float)) and not isinstance(value, bool):
+        seconds = value / 1000 if math.isfinite(value) else -1.0
+    else:
+        raise _reject(f"request.timeout is {js_type(value)}; use {allowed}")
+    if not 0 < seconds <= limit:
+        raise _reject(f"request.timeout {value!r} is out of range; use {allowed} (more than 0)")
+    return seconds
+
+
+def _parse_idempotency(value: Any) -> tuple[str, str] | None:
+    if value is None:
+        return None
+    shape = '{header: "Idempotency-Key", value: attempt.idempotencyKey}'
+    if not isinstance(value, dict):
+        raise _reject(f"request.idempotency must be an object like {shape}, got {js_type(value)}")
+    for key in value:
+        if key not in ("header", "value"):
+            raise _unknown_key(key, ("header", "value"), "request.idempotency")
+    header, key_value = value.get("header"), value.get("value")
+    for field_name, got in (("header", header), ("value", key_value)):
+        if not isinstance(got, str) or not got:
+            raise _reject(
+                f"request.idempotency.{field_name} must be a non-empty string, got "
+                f"{js_type(got) if got != '' else 'an empty string'}; write {shape}"
+            )
+    return _check_header(header, key_value, "request.idempotency")
+
+
+def _parse_name(options: Any) -> str | None:
+    if options is None:
+        return None
+    if not isinstance(options, dict):
+        raise _reject(
+            f'options must be an object like {{name: "create-customer"}}, got {js_type(options)}'
+        )
+    for key in options:
+        if key not in OPTION_KEYS:
+            raise _unknown_key(key, OPTION_KEYS, "options")
+    name = options.get("name")
+    if name is None:
+        return None
+    if not isinstance(name, str) or not name.strip():
+        raise _reject(
+            f"options.name must be a non-empty string naming the managed call, got "
+            f"{js_type(name) if name != '' else 'an empty string'}"
+        )
+    return name
+
+
+def parse_request(request: Any, options: Any, *, default_timeout: float = 30.0) -> HttpRequest:
+    """Validate a script's ``request`` and ``options`` (spec §4.1).
+
+    ``request`` and ``options`` arrive as parsed JSON (JavaScript ``undefined`` keys are
+    absent; ``null`` counts as absent). ``json`` and ``body`` are mutually exclusive;
+    ``json`` adds ``Content-Type: application/json`` unless the script set one.
+    """
+    if not isinstance(request, dict):
+        raise _reject(
+            f'services.http.request expects an object like {{url: "https://…"}}, '
+            f"got {js_type(request)}"
+        )
+    for key in request:
+        if key not in REQUEST_KEYS:
+            raise _unknown_key(key, REQUEST_KEYS, "request")
+    method = request.get("method", "GET")
+    if not isinstance(method, str) or method.upper() not in METHODS:
+        raise _reject(f"request.method {method!r} is not allowed; use one of {', '.join(METHODS)}")
+    url = _parse_url(request.get("url"))
+    headers = _parse_headers(request.get("headers"))
+    query = _parse_query(request.get("query"))
+    if query:
+        url = url.copy_merge_params(tuple(query))
+    has_json, body = "json" in request, request.get("body")
+    if has_json and body is not None:
+        raise _reject(
+            "request has both json and body; give json (a value sent as application/json) "
+            "or body (a string), not both"
+        )
+    content: bytes | None = None
+    if has_json:
+        content = json.dumps(request["json"], ensure_ascii=False, separators=(",", ":")).encode()
+        if not any(k.lower() == "content-type" for k, _ in headers):
+            headers.append(("Content-Type", "application/json"))
+    elif body is not None:
+        if not isinstance(body, str):
+            raise _reject(
+                f"request.body is {js_type(body)}; body must be a string "
+                "(use json for objects, or JSON.stringify)"
+            )
+        content = body.encode()
+    idempotency = _parse_idempotency(request.get("idempotency"))
+    if idempotency is not None:
+        clash = [k for k, _ in headers if k.lower() == idempotency[0].lower()]
+        if clash:
+            raise _reject(
+                f"header {clash[0]!r} is given both in request.headers and in "
+                "request.idempotency; keep it only in request.idempotency"
+            )
+        headers.append(idempotency)
+    return HttpRequest(
+        method=method.upper(),
+        url=url,
+        headers=tuple(headers),
+        content=content,
+        timeout=_parse_timeout(request.get("timeout"), default_timeout),
+        idempotency=idempotency,
+        name=_parse_name(options),
+    )
+
+
+class HostAllowList:
+    """The ``http_allow`` setting: which hosts scripts may call (spec §4.1, our decision).
+
+    Entries are host names or IP addresses (``api.example.com``, ``127.0.0.1``), a
+    ``*.`` wildcard for any subdomain (``*.example.com``, which does not match
+    ``example.com`` itself), or ``host:port`` to allow a single port. Matching ignores
+    case. ``None`` allows every host.
+    """
+
+    def __init__(self, entries: Iterable[str] | None) -> None:
+        self.entries = None if entries is None else tuple(e.strip().lower() for e in entries)
+
+    def allows(self, url: httpx.URL) -> bool:
+        if self.entries is None:
+            return True
+        host, port = url.host.lower(), url.port or (443 if url.scheme == "https" else 80)
+        for entry in self.entries:
+            pattern, _, entry_port = entry.rpartition(":") if _has_port(entry) else (entry, "", "")
+            if entry_port and int(entry_port) != port:
+                continue
+            pattern = pattern.strip("[]")
+            if pattern.startswith("*."):
+                if host.endswith(pattern[1:]):
+                    return True
+            elif host == pattern:
+                return True
+        return False
+
+
+def _has_port(entry: str) -> bool:
+    # "::1" is an IPv6 address, "[::1]:8080" and "host:8080" carry a port.
+    head, sep, tail = entry.rpartition(":")
+    return bool(sep) and tail.isdigit() and (":" not in head or head.endswith("]"))

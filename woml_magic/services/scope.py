@@ -1,0 +1,76 @@
+"""What a ``services.*`` call needs to know about the attempt that makes it (spec §4.1-§4.3).
+
+``StepCalls`` lives as long as one logical step (all its attempts, and across a resume);
+``CallScope`` lives for one attempt. The engine builds both; services only read and
+update them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..events import CallFinished, Event
+
+
+def is_reattachable(status: int | None) -> bool:
+    """A named call's response is kept for reattaching only when it is 2xx (spec §4.3)."""
+    return status is not None and 200 <= status < 300
+
+
+@dataclass
+class StepCalls:
+    """Named calls of one logical step whose 2xx response is known (spec §4.3).
+
+    ``reattach`` maps a call name to ``{"status", "headers", "data"}`` with headers
+    already redacted: exactly what the journal holds, so a call reattached after a
+    resume answers the same as one reattached within the run.
+    """
+
+    reattach: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    @classmethod
+    def from_events(cls, events: Iterable[Event], step_id: str) -> StepCalls:
+        """Rebuild from journaled events, for a resumed run (spec §4.3, §5.3).
+
+        Every ``CallFinished`` of ``step_id`` with a name, outcome ``response`` and a
+        2xx status contributes its journaled response; later events win.
+        """
+        calls = cls()
+        for event in events:
+            if (
+                isinstance(event, CallFinished)
+                and event.step_id == step_id
+                and event.name is not None
+                and event.outcome == "response"
+                and is_reattachable(event.status)
+                and isinstance(event.response, dict)
+            ):
+                calls.reattach[event.name] = dict(event.response)
+        return calls
+
+
+@dataclass
+class CallScope:
+    """One attempt's view for services (spec §4.1, §4.2, §5.2).
+
+    ``emit`` publishes events synchronously: the journal commits inside it, so a
+    ``CallStarted`` is durable before the request leaves (spec §5.2). ``now`` is the
+    run's clock in seconds since the run started. ``busy`` is entered while a request
+    is in flight so a simulated clock knows real work is happening (spec §5.1).
+    ``unkeyed_ambiguity`` becomes True when a call without ``idempotency`` ended
+    ambiguous; the engine reads it after the attempt (spec §4.2).
+    """
+
+    run_id: str
+    step_id: str
+    attempt_number: int
+    step_calls: StepCalls
+    emit: Callable[[Event], None]
+    now: Callable[[], float]
+    busy: Callable[[], AbstractContextManager[None]]
+    names_used: set[str] = field(default_factory=set)
+    calls_made: int = 0
+    unkeyed_ambiguity: bool = False
