@@ -669,7 +669,7 @@ def test_command_line_serves_until_signalled(stop_signal: signal.Signals) -> Non
             process.kill()
             process.communicate()
     assert process.returncode == 0, err
-    assert "GET /charges → 200" in out
+    assert "GET /charges -> 200 executed" in out
     assert "stopped" in out
 
 

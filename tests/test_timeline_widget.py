@@ -313,6 +313,24 @@ def test_close_closes_every_widget_the_timeline_created(made: list[Any]) -> None
     assert w.comm is None
 
 
+def test_a_drawing_failure_is_shown_not_raised_into_the_engine(made: list[Any]) -> None:
+    # The engine calls sinks inline; the run must go on if the timeline cannot draw.
+    fail = [False]
+
+    def clock_now() -> float:
+        if fail[0]:
+            raise OSError("clock gone")
+        return 0.5
+
+    r = waiting()
+    w = TimelineWidget(r.run, clock_now=clock_now)
+    made.append(w)
+    r.sinks.append(w)
+    fail[0] = True
+    r.start("charge", 2, 1.12)  # does not raise
+    assert "The timeline could not render: OSError: clock gone" in w._header.value
+
+
 def test_max_rate_must_be_positive() -> None:
     with pytest.raises(ValueError, match="max_rate_hz must be a positive number, got 0"):
         TimelineWidget(waiting().run, max_rate_hz=0)

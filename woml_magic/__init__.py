@@ -1,13 +1,18 @@
 """woml-magic: run WOML workflow cells in Jupyter (see the spec, ``docs/``).
 
-``import woml_magic`` is cheap and has no side effects: the parser, the engine, the
-widgets and the HTTP client load on first use (PEP 562 ``__getattr__``).
+``import woml_magic`` is cheap and has no side effects: the engine, the widgets, the
+HTTP client and lxml load on first use (PEP 562 ``__getattr__``).
 """
 
 from __future__ import annotations
 
 import importlib
 from typing import TYPE_CHECKING, Any
+
+# Imported eagerly: the function shares its name with the module woml_magic.parse, and
+# the first `from .parse import …` anywhere would otherwise rebind woml_magic.parse to
+# the module, so `wm.parse(text)` would fail with "module is not callable".
+from .parse import parse
 
 __version__ = "0.1.0"
 
@@ -33,7 +38,6 @@ __all__ = [
 ]
 
 _LAZY = {
-    "parse": "parse",
     "Workflow": "model",
     "Step": "model",
     "Run": "model",
@@ -57,7 +61,6 @@ if TYPE_CHECKING:
     from .errors import WomlError, WomlSyntaxError
     from .magic import load_ipython_extension, unload_ipython_extension
     from .model import Attempt, AttemptError, Call, Run, Step, StepRun, Workflow
-    from .parse import parse
     from .policy import RetryPolicy
 
 

@@ -30,7 +30,7 @@ _HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
 _HOST = re.compile(r"^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.-]+)$")
 
 
-class Woml(Configurable):  # type: ignore[misc]  # traitlets ships no type information
+class Woml(Configurable):
     """Settings of the ``%%woml`` magic (spec §6.1); flags on a cell override them."""
 
     clock = Unicode(

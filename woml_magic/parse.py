@@ -24,8 +24,6 @@ from bisect import bisect_right
 from dataclasses import dataclass, field
 from datetime import timedelta
 
-from lxml import etree
-
 from .errors import WomlSyntaxError
 from .model import Step, Workflow
 from .policy import MAX_DURATION, DurationError, RetryPolicy, format_duration, parse_duration
@@ -249,11 +247,12 @@ def _scan(text: str, loc: _Locator) -> _Scan:
 def _attributes(match: re.Match[str], tags: list[_Tag], loc: _Locator) -> list[_Attr]:
     """The attributes of a start tag, with offsets; references checked (XML 1.0 §3.3)."""
     attrs: list[_Attr] = []
+    names: set[str] = set()  # a set: a tag may carry thousands of attributes
     base = match.start(2)
     for m in _ATTR.finditer(match.group(2)):
         quoted = 2 if m.group(2) is not None else 3
         attr = _Attr(m.group(1), base + m.start(1), base + m.start(quoted), m.group(quoted))
-        if any(a.name == attr.name for a in attrs):
+        if attr.name in names:
             raise loc.error(
                 attr.name_at,
                 f"attribute {attr.shown} appears twice in one tag; give it once",
@@ -270,6 +269,7 @@ def _attributes(match: re.Match[str], tags: list[_Tag], loc: _Locator) -> list[_
                 f"attribute {attr.shown} contains a bare '&'; write it as &amp; "
                 "(only &amp; &lt; &gt; &quot; &apos; and &#…; references are allowed)",
             )
+        names.add(attr.name)
         attrs.append(attr)
     return attrs
 
@@ -330,7 +330,7 @@ def _text_error(
     text: str, at: int, tags: list[_Tag], stack: list[int], loc: _Locator
 ) -> WomlSyntaxError:
     """Text outside scripts: WOML allows only whitespace and comments there (spec §2.1)."""
-    found = _LINE_BREAK.split(text[at : at + 40], maxsplit=1)[0]
+    found = re.split(r"[\r\n<]", text[at : at + 40], maxsplit=1)[0].rstrip() or text[at]
     shown = _short(found, 30)
     if not stack:
         where = "outside any element; between steps"
@@ -400,6 +400,9 @@ def _diagnose_tag(text: str, lt: int) -> tuple[int, str]:
 
 def _check_well_formed(blanked: str, loc: _Locator) -> None:
     """Pass 2: lxml confirms XML well-formedness; no DTD, entity or network access."""
+    # Imported here so that `import woml_magic` stays cheap (lxml costs ~10 ms).
+    from lxml import etree  # noqa: PLC0415
+
     parser = etree.XMLParser(
         resolve_entities=False,
         no_network=True,
@@ -645,30 +648,37 @@ def _name_distance(a: str, b: str) -> int:
     """Edit distance that also compares hyphen-separated words as units (spec §2.2).
 
     ``retry-delay-max`` has the words of ``retry-max-delay`` (distance 0) but is closer
-    to ``retry-delay`` by letters; the smaller of the two measures wins. A missing word
-    costs 1, an extra word 2, a misspelt word its letter distance.
+    to ``retry-delay`` by letters; the smaller of the two measures wins. When some word
+    matches, a missing word costs 1, an extra word 3 and a misspelt word its letter
+    distance; names with no word in common are compared by letters only.
     """
     a, b = a.lower(), b.lower()
     words_a, spare = re.split(r"[-_]", a), re.split(r"[-_]", b)
-    cost = 0
+    cost, matched = 0, False
     for word in words_a:
-        near = min(spare, key=lambda w: _levenshtein(word, w), default=None)
-        if near is not None and _levenshtein(word, near) <= (1 if len(word) < 5 else 2):
-            cost += _levenshtein(word, near)
+        near = min(spare, key=lambda w: _edit_distance(word, w), default=None)
+        if near is not None and _edit_distance(word, near) <= (1 if len(word) < 5 else 2):
+            cost += _edit_distance(word, near)
             spare.remove(near)
+            matched = True
         else:
-            cost += 2
-    return min(_levenshtein(a, b), cost + len(spare))
+            cost += 3
+    letters = _edit_distance(a, b)
+    return min(letters, cost + len(spare)) if matched else letters
 
 
-def _levenshtein(a: str, b: str) -> int:
-    previous = list(range(len(b) + 1))
+def _edit_distance(a: str, b: str) -> int:
+    """Optimal string alignment distance: an adjacent transposition (dealy) costs 1."""
+    rows = [list(range(len(b) + 1))]
     for i, ca in enumerate(a, 1):
-        current = [i]
+        row = [i]
         for j, cb in enumerate(b, 1):
-            current.append(min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (ca != cb)))
-        previous = current
-    return previous[-1]
+            best = min(rows[-1][j] + 1, row[j - 1] + 1, rows[-1][j - 1] + (ca != cb))
+            if i > 1 and j > 1 and ca == b[j - 2] and a[i - 2] == cb:
+                best = min(best, rows[-2][j - 2] + 1)
+            row.append(best)
+        rows.append(row)
+    return rows[-1][-1]
 
 
 def _describe(tag: _Tag) -> str:

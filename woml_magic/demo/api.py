@@ -332,11 +332,13 @@ class DemoAPI:
         if self._log_line is not None:
             log = exchange.log
             key = f" key={log.idempotency_key}" if log.idempotency_key else ""
-            self._log_line(f"{log.method} {log.path} → {log.status} {log.outcome}{key}")
+            # ASCII only: a terminal with a narrow encoding must not break a response.
+            self._log_line(f"{log.method} {log.path} -> {log.status} {log.outcome}{key}")
 
     def _process(
         self, exchange: Exchange, method: str, path: str, key_values: list[str], body: bytes
     ) -> Response:
+        """Route, check the key, then replay, refuse or execute (spec §8, in that order)."""
         log = exchange.log
         collection = _route(method, path)
         if method == "GET":

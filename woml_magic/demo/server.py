@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import socket
 import socketserver
+import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any, cast
@@ -85,7 +86,7 @@ class DemoServer(ThreadingHTTPServer):
             connections = list(self._connections.items())
         for sock, _ in connections:
             with contextlib.suppress(OSError):
-                pass
+                sock.shutdown(socket.SHUT_RDWR)
         self.server_close()
         for _, thread in connections:
             thread.join(JOIN_TIMEOUT)
@@ -116,8 +117,10 @@ class DemoServer(ThreadingHTTPServer):
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         # A client that hangs up mid-response, or stop() shutting a socket, is normal
-        # for a server that teaches disconnects; nothing to report.
-        return
+        # for a server that teaches disconnects; anything else is a bug worth printing.
+        if isinstance(sys.exc_info()[1], OSError):
+            return
+        super().handle_error(request, client_address)
 
 
 class DemoHandler(BaseHTTPRequestHandler):

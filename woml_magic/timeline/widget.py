@@ -141,16 +141,27 @@ class TimelineWidget(widgets.VBox):  # type: ignore[misc]  # ipywidgets is untyp
             return
         self._dirty = True
         if isinstance(event, RunFinished):
-            self.refresh()
+            self._safe_refresh()
             return
         if not self._live:
             return
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:
-            self.refresh()
+            self._safe_refresh()
             return
         self._schedule(loop)
+
+    def _safe_refresh(self) -> None:
+        # The engine calls sinks inline: a drawing failure must not fail the run
+        # (the journal already has the event), so it is logged and shown instead.
+        try:
+            self.refresh()
+        except Exception as exc:
+            self.log.exception("the woml timeline could not render")
+            self._header.value = (
+                f"<b>The timeline could not render: {esc(type(exc).__name__)}: {esc(exc)}</b>"
+            )
 
     def _schedule(self, loop: asyncio.AbstractEventLoop) -> None:
         if self._timer is not None:
@@ -163,7 +174,7 @@ class TimelineWidget(widgets.VBox):  # type: ignore[misc]  # ipywidgets is untyp
     def _flush(self) -> None:
         self._timer = None
         if self._dirty or self._counting_down():
-            self.refresh()
+            self._safe_refresh()
 
     def _counting_down(self) -> bool:
         return (

@@ -1,0 +1,446 @@
+"""The %%woml cell magic and %woml line magic in an in-process IPython shell (spec §6.1, §6.2).
+
+One ``InteractiveShell`` singleton for the module (IPython allows one per process,
+like jupysql's testing shell); each test loads the extension fresh in its own working
+directory and unloads it afterwards, so no journal, handle or setting leaks.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import stat
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from IPython.core.error import UsageError
+from IPython.core.interactiveshell import InteractiveShell
+from traitlets.config import Config
+
+from woml_magic.magic import WomlMagics
+from woml_magic.model import Run
+from woml_magic.parse import parse
+
+SUCCEEDS = '<step id="ok"><script>return {answer: 42, payload: context.payload};</script></step>'
+THROWS = (
+    '<step id="flaky" retry="3" retry-delay="2s">\n'
+    '  <script>throw new Error("down " + attempt.number);</script>\n'
+    "</step>"
+)
+SLEEPS = (
+    '<step id="slow" timeout="2h"><script>await services.sleep("1h"); return 1;</script></step>'
+)
+
+
+@pytest.fixture(scope="module")
+def shell() -> Iterator[InteractiveShell]:
+    config = Config()
+    config.HistoryManager.enabled = False  # no history database for a test shell
+    ip = InteractiveShell.instance(config=config)
+    yield ip
+    InteractiveShell.clear_instance()
+
+
+@pytest.fixture
+def ip(
+    shell: InteractiveShell, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[InteractiveShell]:
+    monkeypatch.chdir(tmp_path)
+    shell.run_line_magic("load_ext", "woml_magic")
+    yield shell
+    shell.run_line_magic("unload_ext", "woml_magic")
+    for name in ("r", "data", "bad"):
+        shell.user_ns.pop(name, None)
+
+
+def magics(ip: InteractiveShell) -> WomlMagics:
+    found = ip.magics_manager.registry[WomlMagics.__name__]
+    assert isinstance(found, WomlMagics)
+    return found
+
+
+def woml(ip: InteractiveShell, line: str, cell: str) -> Any:
+    return ip.run_cell_magic("woml", line, cell)
+
+
+# -- loading and help --------------------------------------------------------------------
+
+
+def test_load_ext_registers_both_magics_and_the_woml_configurable(ip: InteractiveShell) -> None:
+    assert ip.find_cell_magic("woml") is not None
+    assert ip.find_line_magic("woml") is not None
+    assert magics(ip).settings in ip.configurables
+    assert type(magics(ip).settings).__name__ == "Woml"
+
+
+def test_cell_magic_help_is_the_argument_usage(ip: InteractiveShell) -> None:
+    # spec §6.1: `%%woml?` shows the options (magic_arguments puts usage in __doc__).
+    doc = ip.find_cell_magic("woml").__doc__
+    for option in ("--clock", "--simulate", "--payload", "--run-id", "--resume",
+                   "--retry-interrupted", "--journal", "--out", "--background",
+                   "--no-timeline"):
+        assert option in doc
+
+
+def test_unload_removes_the_magics_and_closes_journals(ip: InteractiveShell) -> None:
+    woml(ip, "--simulate --journal :memory:", SUCCEEDS)
+    journal = magics(ip)._journals[":memory:"]
+    ip.run_line_magic("unload_ext", "woml_magic")
+    try:
+        assert ip.find_cell_magic("woml") is None
+        assert ip.find_line_magic("woml") is None
+        assert not any(type(c).__name__ == "Woml" for c in ip.configurables)
+        with pytest.raises(Exception, match="closed"):
+            journal.runs()
+    finally:
+        ip.run_line_magic("load_ext", "woml_magic")
+
+
+# -- runs ----------------------------------------------------------------------------------
+
+
+def test_simulated_run_that_succeeds_returns_the_run(ip: InteractiveShell) -> None:
+    run = woml(ip, "--simulate", SUCCEEDS)
+    assert isinstance(run, Run)
+    assert run.clock == "simulated"
+    assert run.status == "succeeded"
+    assert run.steps["ok"].result == {"answer": 42, "payload": None}
+
+
+def test_thrown_errors_retry_on_the_simulated_clock_then_fail(ip: InteractiveShell) -> None:
+    # spec §3.1/§3.2: `threw` retries while attempts remain; fixed 2s waits.
+    run = woml(ip, "--simulate", THROWS)
+    step = run.steps["flaky"]
+    assert run.status == "failed"
+    assert step.status == "failed"
+    assert [a.outcome for a in step.attempts] == ["threw", "threw", "threw"]
+    assert step.waits == pytest.approx([2.0, 2.0], abs=0.05)
+    # spec §2.3: the error's line counts the %%woml line, so the script is on line 3.
+    assert step.attempts[-1].error is not None
+    assert step.attempts[-1].error.message == "down 3"
+    assert step.attempts[-1].error.line == 3
+
+
+def test_config_clock_is_the_default_and_flags_override_it(ip: InteractiveShell) -> None:
+    ip.run_line_magic("config", 'Woml.clock = "simulated"')
+    assert woml(ip, "", SUCCEEDS).clock == "simulated"
+    assert woml(ip, "--clock real", SUCCEEDS).clock == "real"
+
+
+def test_out_binds_the_run_in_the_user_namespace(ip: InteractiveShell) -> None:
+    run = woml(ip, "--simulate --out r", SUCCEEDS)
+    assert ip.user_ns["r"] is run
+
+
+def test_payload_is_evaluated_in_the_user_namespace(ip: InteractiveShell) -> None:
+    ip.user_ns["data"] = {"amount": 1200, "tags": ("a", "b")}
+    run = woml(ip, '--simulate --payload "dict(data, n=1)"', SUCCEEDS)
+    assert run.steps["ok"].result["payload"] == {"amount": 1200, "tags": ["a", "b"], "n": 1}
+
+
+def test_payload_that_is_not_json_is_a_usage_error_and_nothing_runs(
+    ip: InteractiveShell,
+) -> None:
+    ip.user_ns["bad"] = {"when": {1, 2}}
+    with pytest.raises(UsageError, match=r"--payload bad: the payload must be a JSON value"):
+        woml(ip, "--simulate --journal :memory: --payload bad", SUCCEEDS)
+    assert magics(ip)._journal(":memory:").runs() == []
+
+
+def test_payload_expression_that_raises_is_a_usage_error(ip: InteractiveShell) -> None:
+    with pytest.raises(UsageError, match="NameError"):
+        woml(ip, "--simulate --payload no_such_name", SUCCEEDS)
+
+
+def test_pinned_run_id_gives_the_spec_idempotency_key(ip: InteractiveShell) -> None:
+    cell = '<step id="charge"><script>return attempt.idempotencyKey;</script></step>'
+    run = woml(ip, "--simulate --run-id run-1", cell)
+    # spec §3.5's worked example.
+    assert run.steps["charge"].idempotency_key == "4e3b1916-7901-53c2-9575-f70651305d8b"
+    assert run.steps["charge"].result == "4e3b1916-7901-53c2-9575-f70651305d8b"
+
+
+def test_pinned_run_id_already_journaled_is_a_usage_error(ip: InteractiveShell) -> None:
+    woml(ip, "--simulate --run-id twice", SUCCEEDS)
+    with pytest.raises(UsageError, match="already in the journal"):
+        woml(ip, "--simulate --run-id twice", SUCCEEDS)
+
+
+def test_default_journal_is_under_the_working_directory_with_mode_0600(
+    ip: InteractiveShell, tmp_path: Path
+) -> None:
+    run = woml(ip, "--simulate", SUCCEEDS)
+    path = tmp_path / ".woml" / "journal.sqlite3"
+    assert path.exists()
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert [r.run_id for r in magics(ip)._journal(None).runs()] == [run.id]
+
+
+def test_journal_option_then_runs_lists_it_and_show_renders_it(
+    ip: InteractiveShell, tmp_path: Path
+) -> None:
+    path = tmp_path / "elsewhere.sqlite3"
+    run = woml(ip, f"--simulate --journal {path} --run-id listed", THROWS)
+    table = ip.run_line_magic("woml", f"runs --journal {path}")
+    assert "listed" in repr(table)
+    assert "failed" in repr(table)
+    assert '<table class="woml-runs">' in table._repr_html_()
+    assert "<td>listed</td>" in table._repr_html_()
+    # the default journal did not get it
+    assert "listed" not in repr(ip.run_line_magic("woml", "runs"))
+    shown = ip.run_line_magic("woml", f"show listed --journal {path}")
+    assert isinstance(shown, Run)
+    assert [a.outcome for a in shown.steps["flaky"].attempts] == ["threw"] * 3
+    assert shown.steps["flaky"].idempotency_key == run.steps["flaky"].idempotency_key
+    bundle = ip.display_formatter.format(shown)[0]
+    assert "woml-timeline" in bundle["text/html"]
+    assert "flaky" in bundle["text/plain"]
+
+
+def test_show_of_an_unknown_run_is_a_usage_error(ip: InteractiveShell) -> None:
+    with pytest.raises(UsageError, match="no run 'nope'"):
+        ip.run_line_magic("woml", "show nope")
+
+
+def test_resume_of_an_unknown_run_is_a_usage_error(ip: InteractiveShell) -> None:
+    with pytest.raises(UsageError, match=r"--resume ghost: no run 'ghost' in the journal"):
+        woml(ip, "--resume ghost", SUCCEEDS)
+
+
+def test_resume_of_a_finished_run_reexecutes_nothing(ip: InteractiveShell) -> None:
+    first = woml(ip, "--simulate --run-id done", SUCCEEDS)
+    again = woml(ip, "--resume done", SUCCEEDS)
+    assert again.id == "done"
+    assert again.steps["ok"].result == first.steps["ok"].result
+    assert len(again.steps["ok"].attempts) == 1
+
+
+def test_no_timeline_returns_the_run_rendered_statically(ip: InteractiveShell) -> None:
+    run = woml(ip, "--simulate --no-timeline", SUCCEEDS)
+    data, _ = ip.display_formatter.format(run)
+    assert "woml-timeline" in data["text/html"]
+    assert "ok" in data["text/plain"]
+
+
+# -- misuse ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        ("--colour real", "unrecognized arguments: --colour real"),
+        ("--clock fast", "invalid choice: 'fast'"),
+        ("--simulate --clock real", "contradict"),
+        ("--retry-interrupted", "--retry-interrupted needs --resume"),
+        ("--resume a --run-id b", "disagree"),
+        ("--resume a --simulate", "keeps its journaled clock"),
+        ("--resume a --payload 1", "keeps its journaled payload"),
+        ("--out 1x", "not a Python variable name"),
+        ("--out class", "not a Python variable name"),
+    ],
+)
+def test_misuse_of_the_cell_magic_is_a_usage_error(
+    ip: InteractiveShell, line: str, message: str
+) -> None:
+    with pytest.raises(UsageError) as caught:
+        woml(ip, line, SUCCEEDS)
+    # STYLE 6: UsageError itself, not a subclass (IPython prints subclasses with a traceback)
+    assert type(caught.value) is UsageError
+    assert message in str(caught.value)
+
+
+@pytest.mark.parametrize("line", ["", "list", "show", "cancel", "runs extra"])
+def test_line_magic_without_a_valid_subcommand_lists_them(ip: InteractiveShell, line: str) -> None:
+    with pytest.raises(UsageError) as caught:
+        ip.run_line_magic("woml", line)
+    assert type(caught.value) is UsageError
+    text = str(caught.value)
+    assert "runs" in text or "run id" in text
+
+
+def test_unknown_subcommand_message_names_every_subcommand(ip: InteractiveShell) -> None:
+    with pytest.raises(UsageError, match="has no subcommand 'list'") as caught:
+        ip.run_line_magic("woml", "list")
+    for sub in ("runs", "show RUN_ID", "cancel RUN_ID"):
+        assert sub in str(caught.value)
+
+
+def test_a_journal_path_that_is_not_a_journal_is_a_usage_error(
+    ip: InteractiveShell, tmp_path: Path
+) -> None:
+    bogus = tmp_path / "notes.txt"
+    bogus.write_text("not sqlite at all\n" * 10)
+    with pytest.raises(UsageError):
+        woml(ip, f"--simulate --journal {bogus}", SUCCEEDS)
+    assert bogus.read_text() == "not sqlite at all\n" * 10
+
+
+# -- document errors ------------------------------------------------------------------------
+
+
+def run_cell_output(ip: InteractiveShell, capsys: pytest.CaptureFixture[str], cell: str) -> str:
+    result = ip.run_cell(cell)
+    captured = capsys.readouterr()
+    assert result.error_in_exec is not None
+    return captured.out + captured.err
+
+
+def test_syntax_error_renders_message_line_and_caret_counting_the_magic_line(
+    ip: InteractiveShell, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cell = '%%woml --simulate\n<step id="a">\n  <retry count="3"/>\n</step>\n'
+    out = run_cell_output(ip, capsys, cell)
+    assert "Traceback" not in out
+    assert "retry is a step attribute, not a tag" in out
+    assert "line 3" in out
+    lines = out.splitlines()
+    shown = next(i for i, text in enumerate(lines) if '<retry count="3"/>' in text)
+    assert lines[shown].lstrip().startswith("3 |")
+    assert lines[shown + 1].strip().endswith("^")
+
+
+def test_javascript_syntax_error_points_at_the_cell_line(
+    ip: InteractiveShell, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cell = '%%woml --simulate\n<step id="a">\n<script>\nreturn 1 +;\n</script>\n</step>\n'
+    out = run_cell_output(ip, capsys, cell)
+    assert "Traceback" not in out
+    assert "JavaScript syntax error" in out
+    assert "line 4" in out
+    assert any(text.lstrip().startswith("4 | return 1 +;") for text in out.splitlines())
+
+
+def test_usage_errors_print_without_a_traceback(
+    ip: InteractiveShell, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = run_cell_output(ip, capsys, f"%%woml --clock fast\n{SUCCEEDS}\n")
+    assert "UsageError" in out
+    assert "Traceback" not in out
+
+
+# -- configuration -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("statement", "message"),
+    [
+        ('Woml.clock = "fast"', "Woml.clock 'fast' is not a clock"),
+        ('Woml.journal = ""', "Woml.journal '' is empty"),
+        ("Woml.max_result_bytes = 0", "Woml.max_result_bytes 0 is out of range"),
+        ("Woml.memory_limit_mb = 1", "Woml.memory_limit_mb 1 is out of range"),
+        ('Woml.default_timeout = "soon"', "Woml.default_timeout"),
+        ('Woml.default_timeout = "0s"', "above 0"),
+        ('Woml.default_timeout = "25h"', "at most 24h"),
+        ('Woml.redact_headers = ["X Key"]', "'X Key' is not a header name"),
+        ('Woml.http_allow = ["http://x.test"]', "'http://x.test' is not a host"),
+    ],
+)
+def test_config_rejects_bad_values_with_a_reason_and_keeps_the_old_one(
+    ip: InteractiveShell, caplog: pytest.LogCaptureFixture, statement: str, message: str
+) -> None:
+    settings = magics(ip).settings
+    name = statement.split("=")[0].strip().split(".")[1]
+    before = getattr(settings, name)
+    with caplog.at_level(logging.ERROR):
+        ip.run_line_magic("config", statement)
+    assert message in caplog.text
+    assert getattr(settings, name) == before
+
+
+def test_config_lists_every_setting(ip: InteractiveShell, capsys: pytest.CaptureFixture[str]) -> None:
+    ip.run_line_magic("config", "Woml")
+    out = capsys.readouterr().out
+    for name in ("clock", "journal", "max_result_bytes", "memory_limit_mb", "default_timeout",
+                 "redact_headers", "http_allow"):
+        assert f"Woml.{name}" in out
+
+
+def test_config_max_result_bytes_limits_results(ip: InteractiveShell) -> None:
+    ip.run_line_magic("config", "Woml.max_result_bytes = 100")
+    cell = '<step id="big"><script>return "x".repeat(200);</script></step>'
+    run = woml(ip, "--simulate", cell)
+    assert run.steps["big"].attempts[0].outcome == "oversized"
+
+
+def test_config_memory_limit_applies_to_scripts(ip: InteractiveShell) -> None:
+    ip.run_line_magic("config", "Woml.memory_limit_mb = 16")
+    cell = (
+        '<step id="hog"><script>const a = []; '
+        "for (let i = 0; i < 1e7; i++) a.push({i}); return a.length;</script></step>"
+    )
+    run = woml(ip, "--simulate", cell)
+    assert run.steps["hog"].attempts[0].outcome == "crash"
+
+
+def test_config_journal_memory_keeps_runs_for_the_session(
+    ip: InteractiveShell, tmp_path: Path
+) -> None:
+    ip.run_line_magic("config", 'Woml.journal = ":memory:"')
+    run = woml(ip, "--simulate", SUCCEEDS)
+    assert [r.run_id for r in magics(ip)._journal(None).runs()] == [run.id]
+    assert not (tmp_path / ".woml").exists()
+
+
+def test_config_default_timeout_applies_to_steps_without_a_timeout(ip: InteractiveShell) -> None:
+    ip.run_line_magic("config", 'Woml.default_timeout = "5s"')
+    cell = '<step id="nap"><script>await services.sleep("10s"); return 1;</script></step>'
+    if "default_timeout" in inspect.signature(parse).parameters:
+        run = woml(ip, "--simulate", cell)
+        assert run.steps["nap"].step.timeout.total_seconds() == 5
+        assert run.steps["nap"].attempts[0].outcome == "timeout"
+    else:
+        # The parser cannot tell an explicit timeout="30s" from the default yet; the
+        # magic says so instead of silently ignoring the setting.
+        with pytest.raises(UsageError, match="cannot be applied"):
+            woml(ip, "--simulate", cell)
+
+
+# -- background runs and cancel -------------------------------------------------------------
+
+
+def test_background_run_returns_at_once_and_cancel_ends_the_attempt_cancelled(
+    ip: InteractiveShell, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run = woml(ip, "--background --run-id bg-1 --out r", SLEEPS)
+    assert ip.user_ns["r"] is run
+    assert run.status == "running"
+    ip.run_line_magic("woml", "cancel bg-1")
+    assert "run bg-1 cancelled: attempt 1 of slow ended cancelled" in capsys.readouterr().out
+    assert run.status == "failed"
+    assert run.steps["slow"].status == "failed-closed"
+    assert [a.outcome for a in run.steps["slow"].attempts] == ["cancelled"]
+    journaled = magics(ip)._journal(None).load("bg-1")
+    assert [a.outcome for a in journaled.steps["slow"].attempts] == ["cancelled"]
+
+
+def test_cancel_of_a_finished_background_run_is_a_usage_error(ip: InteractiveShell) -> None:
+    woml(ip, "--background --simulate --run-id quick", SUCCEEDS)
+    handle = magics(ip)._handles["quick"]
+    handle.result(timeout=30)
+    with pytest.raises(UsageError, match="already finished"):
+        ip.run_line_magic("woml", "cancel quick")
+
+
+def test_cancel_of_an_unknown_run_is_a_usage_error(ip: InteractiveShell) -> None:
+    with pytest.raises(UsageError, match=r"no background run 'ghost' in this session"):
+        ip.run_line_magic("woml", "cancel ghost")
+
+
+def test_background_syntax_error_fails_the_cell(ip: InteractiveShell) -> None:
+    from woml_magic.errors import WomlSyntaxError
+
+    cell = '<step id="a">\n<script>return 1 +;</script>\n</step>'
+    with pytest.raises(WomlSyntaxError) as caught:
+        woml(ip, "--background", cell)
+    assert caught.value.line == 3
+
+
+def test_unload_cancels_background_runs(ip: InteractiveShell) -> None:
+    run = woml(ip, "--background --run-id bg-unload", SLEEPS)
+    ip.run_line_magic("unload_ext", "woml_magic")
+    try:
+        assert [a.outcome for a in run.steps["slow"].attempts] == ["cancelled"]
+    finally:
+        ip.run_line_magic("load_ext", "woml_magic")

@@ -1,0 +1,519 @@
+"""The ``%%woml`` cell magic and the ``%woml`` line magic (spec §6.1, §6.2).
+
+A thin adapter (STYLE 2): arguments → ``parse(cell, line_offset=1)`` → ``api.run`` or
+``api.start`` → display. Retry, XML and HTTP logic live below it and never import
+IPython. Per-session state — open journals, background runs, live widgets, the
+``Woml`` settings — lives on the ``WomlMagics`` instance, which closes it all in
+``unload_ipython_extension`` (STYLE 7).
+
+Display (see docs/magic.md): where widgets work (an ipykernel) the live
+``TimelineWidget`` is displayed before the run starts, and the cell's value, the
+``Run``, is then shown as its one-line repr so the timeline is not drawn twice;
+elsewhere, and with ``--no-timeline``, the value renders as the static timeline.
+"""
+
+# IPython's magic decorators, argument parser and display are untyped (STYLE 8).
+# mypy: disable-error-code="untyped-decorator,no-untyped-call"
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import inspect
+import keyword
+import os
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import nest_asyncio
+from IPython.core.error import UsageError
+from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
+from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
+
+from . import api
+from .config import SPEC_DEFAULT_TIMEOUT, Woml
+from .engine import Engine, EngineConfig, check_scripts
+from .errors import WomlError, WomlJournalError, WomlRunError, WomlSyntaxError
+from .journal import MEMORY, Journal
+from .magic_display import LiveView, RunTable, display, timeline_widget
+from .model import Run, Workflow
+from .parse import parse
+
+SUBCOMMANDS = "runs [--journal PATH] | show RUN_ID [--journal PATH] | cancel RUN_ID"
+#: How long ``%woml cancel`` and unloading wait for a cancelled run to close its books.
+_CANCEL_WAIT_S = 10.0
+#: Polling period while waiting for a background run to start (see ``_until``).
+_POLL_S = 0.005
+
+
+@magics_class
+class WomlMagics(Magics):
+    """``%%woml`` and ``%woml`` for one IPython shell (spec §6)."""
+
+    def __init__(self, shell: Any) -> None:
+        super().__init__(shell)
+        self._shell: Any = shell  # Magics types it Optional; ours always has one
+        self.settings = Woml(parent=shell)
+        self._journals: dict[str, Journal] = {}
+        self._handles: dict[str, api.RunHandle] = {}
+        self._widgets: list[Any] = []
+        # (id(run), execution_count) of the Run whose live widget this cell shows.
+        self._shown_live: tuple[int, int] | None = None
+
+    # -- %%woml ---------------------------------------------------------------------
+
+    @magic_arguments()
+    @argument(
+        "--clock",
+        choices=("real", "simulated"),
+        default=None,
+        help="The run's clock (spec §5.1); default Woml.clock, itself 'real'.",
+    )
+    @argument("--simulate", action="store_true", help="Short for --clock simulated.")
+    @argument(
+        "--payload",
+        metavar="EXPR",
+        default=None,
+        help="A Python expression, evaluated in the notebook's namespace, whose "
+        "JSON value is context.payload (quote it if it has spaces).",
+    )
+    @argument(
+        "--run-id",
+        metavar="ID",
+        default=None,
+        help="Pin the run id (it determines the idempotency keys, spec §3.5).",
+    )
+    @argument(
+        "--resume",
+        metavar="ID",
+        default=None,
+        help="Re-execute journaled run ID with the same document (spec §5.3).",
+    )
+    @argument(
+        "--retry-interrupted",
+        action="store_true",
+        help="With --resume: run an interrupted attempt's step again (spec §5.3).",
+    )
+    @argument(
+        "--journal",
+        metavar="PATH",
+        default=None,
+        help="The journal file, or :memory:; default Woml.journal (spec §5.2).",
+    )
+    @argument("--out", metavar="VAR", default=None, help="Also bind the Run to this variable.")
+    @argument(
+        "--background",
+        action="store_true",
+        help="Return at once; the run goes on in the kernel's event loop, with a "
+        "live timeline and a Cancel button (`%%woml cancel RUN_ID` also works).",
+    )
+    @argument(
+        "--no-timeline",
+        action="store_true",
+        help="Show no live timeline; the cell's value still renders the Run.",
+    )
+    @cell_magic("woml")
+    def woml_cell(self, line: str, cell: str) -> Run:
+        """Run the WOML document in this cell (spec §6.1); its value is the ``Run``."""
+        args = parse_argstring(self.woml_cell, line)
+        source = f"%%woml {line}\n{cell}"  # the cell as the editor shows it (spec §2.3)
+        clock = self._clock(args)
+        self._check_combinations(args)
+        payload = self._payload(args.payload)
+        workflow = self._parse(cell, source)
+        journal = self._journal(args.journal)
+        if args.resume is not None and not journal.has_run(args.resume):
+            raise UsageError(
+                f"--resume {args.resume}: no run {args.resume!r} in the journal "
+                f"{journal.path}; `%woml runs` lists the runs it holds"
+            )
+        if args.run_id is not None and journal.has_run(args.run_id):
+            raise UsageError(
+                f"--run-id {args.run_id}: that run is already in the journal {journal.path}; "
+                f"pick another id, or continue it with --resume {args.run_id}"
+            )
+        call = _Call(
+            workflow,
+            payload,
+            clock,
+            args.run_id,
+            journal,
+            args.resume,
+            args.retry_interrupted,
+            self._engine_config(),
+        )
+        live = not args.no_timeline and _widgets_work(self._shell)
+        with _as_usage_errors(source):
+            run = self._start(call, live) if args.background else self._run(call, live, args.out)
+        if args.out is not None:
+            self._shell.user_ns[args.out] = run
+        return run
+
+    def _run(self, call: _Call, live: bool, out: str | None) -> Run:
+        """A foreground run: blocks the cell; a kernel interrupt ends it ``interrupted``."""
+        views: list[LiveView] = []
+        seen: list[Run] = []
+
+        def on_engine(engine: Engine) -> None:
+            seen.append(engine.run)
+            if live:
+                views.append(self._show_live(engine, on_cancel=None))
+
+        try:
+            run = api.run(*call.positional(), config=call.config, on_engine=on_engine)
+        except KeyboardInterrupt:
+            # spec §6.1: the attempt ended `interrupted`; keep the Run reachable, then
+            # let IPython stop the notebook's "run all" as for any interrupt.
+            if seen and out is not None:
+                self._shell.user_ns[out] = seen[0]
+            for view in views:
+                view.finish()
+            raise
+        for view in views:
+            view.finish()
+        if views:
+            self._shown_live = (id(run), self._shell.execution_count)
+        return run
+
+    def _start(self, call: _Call, live: bool) -> Run:
+        """A background run (spec §6.1): returns once it has started, with its live Run."""
+        started: list[Run] = []
+        box: list[api.RunHandle] = []
+        try:
+            loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+        except RuntimeError:
+            loop = None  # a plain shell: api.start runs the loop in a thread
+        # A widget can only be displayed from this cell's thread, which runs the loop.
+        live = live and loop is not None
+        if loop is not None:
+            # Compile the scripts now so a JavaScript syntax error fails this cell
+            # (spec §2.3) instead of surfacing later in a background task.
+            _drive(loop, check_scripts(call.workflow, api.default_pool()))
+
+        def on_engine(engine: Engine) -> None:
+            if live:
+                self._show_live(engine, on_cancel=box[0].cancel)
+            started.append(engine.run)
+
+        handle = api.start(*call.positional(), config=call.config, on_engine=on_engine)
+        box.append(handle)
+        _until(loop, lambda: bool(started) or handle.done())
+        run = started[0] if started else self._ended_before_start(handle, call)
+        self._handles[run.id] = handle
+        if live:
+            self._shown_live = (id(run), self._shell.execution_count)
+        return run
+
+    @staticmethod
+    def _ended_before_start(handle: api.RunHandle, call: _Call) -> Run:
+        """The run ended before its engine started: an error, or a finished run resumed."""
+        try:
+            return handle.result(timeout=_CANCEL_WAIT_S)
+        except WomlError as exc:
+            # api.start(resume=<a finished run>) re-executes nothing and has no engine;
+            # its RunHandle then has no Run to give (reported to the API's owner).
+            if type(exc) is WomlError and call.resume is not None:
+                return call.journal.load(call.resume)
+            raise
+
+    def _show_live(self, engine: Engine, on_cancel: Callable[[], None] | None) -> LiveView:
+        """Display a live ``TimelineWidget`` of ``engine.run`` and subscribe it (spec §6.3)."""
+        widget = timeline_widget(engine.run, on_cancel=on_cancel, clock_now=engine.clock.now)
+        self._widgets.append(widget)
+        handle = display(widget, display_id=True)
+        engine.subscribe(widget)
+        return LiveView(widget, handle, engine.run)
+
+    # -- %woml ----------------------------------------------------------------------
+
+    @magic_arguments()
+    @argument("subcommand", nargs="?", default=None, help="runs, show or cancel")
+    @argument("run_id", nargs="?", default=None, help="the run, for show and cancel")
+    @argument(
+        "--journal", metavar="PATH", default=None, help="The journal to read; default Woml.journal."
+    )
+    @line_magic("woml")
+    def woml_line(self, line: str) -> Any:
+        """``%woml runs``, ``%woml show RUN_ID``, ``%woml cancel RUN_ID`` (spec §6.2)."""
+        args = parse_argstring(self.woml_line, line)
+        command = args.subcommand
+        if command not in ("runs", "show", "cancel"):
+            what = "needs a subcommand" if command is None else f"has no subcommand {command!r}"
+            raise UsageError(f"%woml {what}; use one of: {SUBCOMMANDS}")
+        if command == "runs":
+            if args.run_id is not None:
+                raise UsageError(f"%woml runs takes no run id (got {args.run_id!r})")
+            journal = self._journal(args.journal)
+            with _as_usage_errors(None):
+                return RunTable(journal.path, journal.runs())
+        if args.run_id is None:
+            raise UsageError(f"%woml {command} needs a run id: %woml {command} RUN_ID")
+        if command == "show":
+            return self._show(args.run_id, args.journal)
+        if args.journal is not None:
+            raise UsageError("%woml cancel takes no --journal; it cancels a background run")
+        self._cancel(args.run_id)
+        return None
+
+    def _show(self, run_id: str, journal_path: str | None) -> Run:
+        journal = self._journal(journal_path)
+        if not journal.has_run(run_id):
+            raise UsageError(
+                f"%woml show {run_id}: no run {run_id!r} in the journal {journal.path}; "
+                "`%woml runs` lists the runs it holds"
+            )
+        with _as_usage_errors(None):
+            run = journal.load(run_id)
+        if _widgets_work(self._shell):
+            widget = timeline_widget(run, live=False)
+            self._widgets.append(widget)
+            display(widget)
+            self._shown_live = (id(run), self._shell.execution_count)
+        return run
+
+    def _cancel(self, run_id: str) -> None:
+        handle = self._handles.get(run_id)
+        if handle is None:
+            known = ", ".join(sorted(self._handles)) or "none"
+            raise UsageError(
+                f"%woml cancel {run_id}: no background run {run_id!r} in this session "
+                f"(background runs: {known})"
+            )
+        if handle.done():
+            raise UsageError(
+                f"%woml cancel {run_id}: run {run_id!r} has already finished "
+                f"({_stopped_at(handle)}); there is nothing to cancel"
+            )
+        handle.cancel()
+        _wait_done(handle)
+        print(f"run {run_id} cancelled: {_stopped_at(handle)}")
+
+    # -- helpers ----------------------------------------------------------------------
+
+    def _clock(self, args: Any) -> str:
+        if args.simulate and args.clock == "real":
+            raise UsageError("--simulate and --clock real contradict each other; use one")
+        if args.resume is not None and (args.simulate or args.clock is not None):
+            raise UsageError(
+                "--clock and --simulate do not apply to --resume: a resumed run keeps its "
+                "journaled clock (spec §5.3)"
+            )
+        if args.simulate:
+            return "simulated"
+        return str(args.clock or self.settings.clock)
+
+    def _check_combinations(self, args: Any) -> None:
+        if args.retry_interrupted and args.resume is None:
+            raise UsageError("--retry-interrupted needs --resume RUN_ID (spec §5.3)")
+        if args.resume is not None and args.run_id is not None and args.run_id != args.resume:
+            raise UsageError(
+                f"--run-id {args.run_id} and --resume {args.resume} disagree; a resumed run "
+                "keeps its id, so give only --resume"
+            )
+        if args.resume is not None and args.payload is not None:
+            raise UsageError(
+                "--payload does not apply to --resume: a resumed run keeps its journaled "
+                "payload (spec §5.3)"
+            )
+        if args.out is not None and not (
+            args.out.isidentifier() and not keyword.iskeyword(args.out)
+        ):
+            raise UsageError(f"--out {args.out!r} is not a Python variable name")
+
+    def _payload(self, expr: str | None) -> Any:
+        """Evaluate ``--payload`` in the user namespace; it must be JSON (spec §6.1)."""
+        if expr is None:
+            return None
+        try:
+            value = self._shell.ev(expr)
+        except Exception as exc:  # any error of the user's expression is reported alike
+            raise UsageError(
+                f"--payload {expr}: evaluating it raised {type(exc).__name__}: {exc}"
+            ) from None
+        try:
+            return api.check_payload(value)
+        except WomlRunError as exc:
+            raise UsageError(f"--payload {expr}: {exc}") from None
+
+    def _parse(self, cell: str, source: str) -> Workflow:
+        kwargs: dict[str, Any] = {}
+        if self.settings.default_timeout != SPEC_DEFAULT_TIMEOUT:
+            if "default_timeout" not in inspect.signature(parse).parameters:
+                raise UsageError(
+                    f"Woml.default_timeout {self.settings.default_timeout!r} cannot be applied: "
+                    "this version of woml_magic.parse has no default_timeout; give steps a "
+                    "timeout attribute, or %config Woml.default_timeout = '30s'"
+                )
+            kwargs["default_timeout"] = self.settings.timeout()
+        with _as_usage_errors(source):
+            return parse(cell, line_offset=1, **kwargs)
+
+    def _journal(self, path: str | None) -> Journal:
+        """The session's open journal for ``path`` (default ``Woml.journal``), spec §5.2."""
+        raw = self.settings.journal if path is None else path
+        key = raw if raw == MEMORY else str(Path(os.path.expanduser(raw)).resolve())
+        journal = self._journals.get(key)
+        if journal is None:
+            try:
+                journal = Journal(key, redact_headers=self.settings.redact_headers)
+            except WomlJournalError as exc:
+                raise UsageError(str(exc)) from None
+            self._journals[key] = journal
+        return journal
+
+    def _engine_config(self) -> EngineConfig:
+        s = self.settings
+        return EngineConfig(
+            memory_limit_mb=s.memory_limit_mb,
+            max_result_bytes=s.max_result_bytes,
+            redact_headers=tuple(s.redact_headers),
+            http_allow=None if s.http_allow is None else tuple(s.http_allow),
+        )
+
+    def format_run(self, run: Run) -> dict[str, Any]:
+        """The mime bundle of a ``Run`` in this shell (registered as its formatter).
+
+        The value of the cell that already shows the run's live widget is its one-line
+        repr; every other display is the full timeline (spec §6.3).
+        """
+        if self._shown_live == (id(run), self._shell.execution_count):
+            self._shown_live = None
+            return {"text/plain": repr(run)}
+        return run._repr_mimebundle_()
+
+    def close(self) -> None:
+        """Cancel background runs, then close widgets and journals (STYLE 7)."""
+        for handle in self._handles.values():
+            if not handle.done():
+                handle.cancel()
+                _wait_done(handle)
+        self._handles.clear()
+        for widget in self._widgets:
+            widget.close()
+        self._widgets.clear()
+        for journal in self._journals.values():
+            journal.close()
+        self._journals.clear()
+
+
+@dataclass(frozen=True)
+class _Call:
+    """The arguments of one ``api.run``/``api.start`` call, named once."""
+
+    workflow: Workflow
+    payload: Any
+    clock: str
+    run_id: str | None
+    journal: Journal
+    resume: str | None
+    retry_interrupted: bool
+    config: EngineConfig
+
+    def positional(self) -> tuple[Any, ...]:
+        return (
+            self.workflow,
+            self.payload,
+            self.clock,
+            self.run_id,
+            self.journal,
+            self.resume,
+            self.retry_interrupted,
+        )
+
+
+@contextlib.contextmanager
+def _as_usage_errors(source: str | None) -> Iterator[None]:
+    """Misuse found below the magic becomes ``UsageError`` (STYLE 6).
+
+    Document errors keep their type (they render as message, line and caret) but get
+    the cell's full text, so the caret line counts the ``%%woml`` line (spec §2.3).
+    """
+    try:
+        yield
+    except WomlSyntaxError as exc:
+        if source is not None:
+            exc.source_line = None
+            exc.with_source(source)
+        raise
+    except WomlRunError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def _widgets_work(shell: Any) -> bool:
+    """Whether a widget front end can exist: the shell belongs to a Jupyter kernel."""
+    return getattr(shell, "kernel", None) is not None
+
+
+def _drive(loop: asyncio.AbstractEventLoop, coro: Any) -> Any:
+    """Run ``coro`` to its end on the kernel's already-running loop (nest_asyncio)."""
+    nest_asyncio.apply(loop)
+    return loop.run_until_complete(coro)
+
+
+def _until(loop: asyncio.AbstractEventLoop | None, ready: Callable[[], bool]) -> None:
+    """Let the run make progress until ``ready()``.
+
+    Polls rather than awaits the handle: a waiter awaiting the run's task would cancel
+    the run itself if the waiter were cancelled.
+    """
+
+    async def poll() -> None:
+        while not ready():
+            await asyncio.sleep(_POLL_S)
+
+    if loop is not None:
+        _drive(loop, poll())
+        return
+    deadline = time.monotonic() + 60
+    while not ready() and time.monotonic() < deadline:
+        time.sleep(_POLL_S)
+
+
+def _wait_done(handle: api.RunHandle) -> None:
+    """Wait until a cancelled run has recorded its ``cancelled`` attempt (spec §3.2)."""
+    try:
+        loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+    except RuntimeError:
+        loop = None
+    if loop is None:
+        # A run's own error is already shown by its Run; here we only wait.
+        with contextlib.suppress(WomlError):
+            handle.result(timeout=_CANCEL_WAIT_S)
+        return
+    _until(loop, handle.done)
+
+
+def _stopped_at(handle: api.RunHandle) -> str:
+    try:
+        run = handle.run
+    except WomlError as exc:
+        return str(exc)
+    for sr in run.steps.values():
+        if sr.attempts and sr.attempts[-1].outcome == "cancelled":
+            return f"attempt {sr.attempts[-1].number} of {sr.id} ended cancelled"
+    return f"the run is {run.status}"
+
+
+def load_ipython_extension(shell: Any) -> None:
+    """``%load_ext woml_magic``: register the magics, ``Woml`` settings and Run display."""
+    magics = WomlMagics(shell)
+    shell.register_magics(magics)
+    shell.configurables.append(magics.settings)
+    shell.display_formatter.mimebundle_formatter.for_type(Run, magics.format_run)
+
+
+def unload_ipython_extension(shell: Any) -> None:
+    """Close what the extension owns and remove its magics (``%unload_ext woml_magic``)."""
+    manager = shell.magics_manager
+    magics = manager.registry.pop(WomlMagics.__name__, None)
+    if not isinstance(magics, WomlMagics):
+        return
+    magics.close()
+    for kind in ("line", "cell"):
+        manager.magics[kind].pop("woml", None)
+    if magics.settings in shell.configurables:
+        shell.configurables.remove(magics.settings)
+    shell.display_formatter.mimebundle_formatter.pop(Run, None)

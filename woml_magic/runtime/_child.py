@@ -1,0 +1,303 @@
+"""The script worker process: runs scripts in QuickJS, one attempt at a time (spec §4.5).
+
+Run as ``python -m woml_magic.runtime._child``. It reads newline-delimited JSON
+commands on stdin and writes newline-delimited JSON messages on stdout:
+
+    in:  {"op": "run", "id", "script", "context", "attempt", "nowMs", "memoryLimit",
+          "maxResultBytes", "services"}                        one attempt (spec §3.4, §3.6)
+         {"op": "reply", "attempt", "id", "ok", "value" | "name", "message", "props",
+          "nowMs"}                                             a services.* outcome (spec §4.1)
+         {"op": "check", "id", "script"}                       compile only (spec §2.3)
+    out: {"type": "ready"}
+         {"type": "log", "level", "text"}                      console output (spec §4.4)
+         {"type": "call", "id", "service", "args"}             a services.* request
+         {"type": "done", "id", "outcome", ...}                the attempt's outcome (spec §3.2)
+         {"type": "checked", "id", "error": null | [message, js_line, js_column]}
+
+Every attempt gets a fresh QuickJS context with the memory limit set (runtime facts:
+a context that hit its limit can fail every later eval). The process never dies of
+script misbehaviour: everything is caught and reported; the parent kills it for
+timeouts and cancellation. It exits when stdin closes or when its parent dies.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import json
+import os
+import re
+import signal
+import sys
+from pathlib import Path
+from typing import Any, BinaryIO
+
+import quickjs
+
+from woml_magic.runtime._instrument import instrument_catches
+
+# The wrapper puts the script on JS line 2, so cell line = JS line - 2 + script_line.
+HEADER = '(async function (context, attempt, services, console) { "use strict";\n'
+FOOTER = "\n})"
+MAX_STACK_BYTES = 1024 * 1024
+MAX_LOG_LINES = 1000
+MAX_LOG_CHARS = 64 * 1024
+_LOCATION = re.compile(r"^(\w+): (.*?)\n\s*at <input>:(\d+):(\d+)", re.DOTALL)
+_PRELUDE = (Path(__file__).with_name("prelude.js")).read_text(encoding="utf-8")
+
+
+def function_length(source: str) -> int:
+    """``fn.toString().length`` of the function that ``source`` (a wrapped script) defines.
+
+    JavaScript counts UTF-16 code units; the wrapper's outer parentheses are not part
+    of the function. A different length at run time means the script closed the
+    function early and the wrapper's tail became code of its own.
+    """
+    return len(source.encode("utf-16-le")) // 2 - 2
+
+
+def wrap(script: str) -> str:
+    """The script as one async function expression, its line 1 on JS line 2."""
+    return HEADER + script + FOOTER
+
+
+class Channel:
+    """Newline-delimited JSON over the process's stdin and stdout."""
+
+    def __init__(self, inp: BinaryIO, out: BinaryIO) -> None:
+        self._in = inp
+        self._out = out
+
+    def send_text(self, text: str) -> None:
+        """Write one message already encoded as JSON text; exit if the parent is gone."""
+        try:
+            self._out.write(text.encode("utf-8", "surrogatepass") + b"\n")
+            self._out.flush()
+        except (BrokenPipeError, OSError):
+            os._exit(0)
+
+    def send(self, message: dict[str, Any]) -> None:
+        self.send_text(json.dumps(message))
+
+    def receive(self) -> dict[str, Any] | None:
+        """The next command, or None at end of input (the parent closed the pipe)."""
+        while True:
+            line = self._in.readline()
+            if not line:
+                return None
+            if line.strip():
+                message: dict[str, Any] = json.loads(line)
+                return message
+
+
+def _is_out_of_memory(error: BaseException) -> bool:
+    text = str(error)
+    return "out of memory" in text or text.strip() == "null"
+
+
+class AttemptRunner:
+    """Runs one attempt in a fresh context and reports its outcome (spec §3.2, §3.3)."""
+
+    def __init__(self, channel: Channel, command: dict[str, Any]) -> None:
+        self.channel = channel
+        self.command = command
+        self.id = command["id"]
+        self.limit = int(command["memoryLimit"])
+
+    def _emit(self, text: str) -> None:
+        # Called from JavaScript: must never raise (a raising callable breaks the context).
+        with contextlib.suppress(Exception):
+            self.channel.send_text(text)
+
+    def _done(self, outcome: str, **fields: Any) -> None:
+        self.channel.send({"type": "done", "id": self.id, "outcome": outcome, **fields})
+
+    def _crash_oom(self) -> None:
+        self._done(
+            "crash",
+            name="InternalError",
+            message=f"the script ran out of memory (limit {self.limit} bytes)",
+            line=None,
+        )
+
+    def run(self) -> None:
+        try:
+            self._run()
+        except Exception as error:  # the worker reports, never dies (spec §4.5)
+            if _is_out_of_memory(error):
+                self._crash_oom()
+            else:
+                self._done(
+                    "crash",
+                    name=type(error).__name__,
+                    message=f"internal error in the script runtime: {error}",
+                    line=None,
+                )
+
+    def _run(self) -> None:
+        command = self.command
+        script: str = command["script"]
+        lines = script.count("\n") + 1
+        source = wrap(script)
+        instrumented = instrument_catches(script)
+        ctx = quickjs.Context()
+        ctx.set_max_stack_size(MAX_STACK_BYTES)
+        ctx.set_memory_limit(self.limit)
+        main, evaluated = None, source
+        if instrumented != script:
+            # Fall back to the script as written if the instrumentation misread it.
+            with contextlib.suppress(quickjs.JSException):
+                evaluated = wrap(instrumented)
+                main = ctx.eval(evaluated)
+        if main is None:
+            evaluated = source
+            main = ctx.eval(source)
+        ctx.add_callable("__womlEmit", self._emit)
+        config = json.dumps(
+            {
+                "scriptLines": lines,
+                "nowMs": command["nowMs"],
+                "context": command["context"],
+                "attempt": command["attempt"],
+                "services": command["services"],
+                "maxLogLines": MAX_LOG_LINES,
+                "maxLogChars": MAX_LOG_CHARS,
+                "expectedLength": function_length(evaluated),
+            }
+        )
+        # Padding keeps every prelude frame below the script's lines (see prelude.js).
+        factory = ctx.eval("\n" * (lines + 2) + _PRELUDE)
+        emit = ctx.eval("globalThis.__womlEmit")
+        ctx.eval("delete globalThis.__womlEmit")
+        host = factory(emit, config)
+        host("start", main)
+        while True:
+            while ctx.execute_pending_job():
+                pass
+            report = json.loads(host("finish"))
+            if report["state"] != "pending" or report["pendingCalls"] == 0:
+                break
+            reply = self._next_reply()
+            if reply is None:
+                sys.exit(0)
+            host("settle", json.dumps(reply))
+        self._report(host, report)
+
+    def _next_reply(self) -> dict[str, Any] | None:
+        while True:
+            message = self.channel.receive()
+            if message is None:
+                return None
+            if message.get("op") == "reply" and message.get("attempt") == self.id:
+                return message
+
+    def _report(self, host: Any, report: dict[str, Any]) -> None:
+        if report["oom"] or report["nullCaught"]:
+            self._crash_oom()
+            return
+        state = report["state"]
+        if state == "pending":
+            self._done(
+                "threw",
+                name="Error",
+                message=(
+                    "the script's promise can never settle: it awaits something that "
+                    "nothing will resolve (only services.* calls complete later)"
+                ),
+                line=None,
+            )
+            return
+        if state == "rejected":
+            error = report["error"]
+            if error["isNull"]:
+                # QuickJS throws null when it cannot even build the out-of-memory error.
+                self._crash_oom()
+                return
+            self._done("threw", name=error["name"], message=error["message"], line=error["line"])
+            return
+        if not report["ok"]:
+            self._done("invalid-json", name="TypeError", message=report["message"], line=None)
+            return
+        text: str = host("result")
+        size = len(text.encode("utf-8"))
+        limit = int(self.command["maxResultBytes"])
+        if size > limit:
+            self._done(
+                "oversized",
+                name="RangeError",
+                message=f"the result's JSON text is {size} bytes; the limit is {limit} bytes",
+                line=None,
+            )
+            return
+        # The result text is already JSON: embed it rather than parse and re-encode it.
+        head = json.dumps({"type": "done", "id": self.id, "outcome": "succeeded"})[:-1]
+        self.channel.send_text(head + ', "result": ' + text + "}")
+
+
+def check(channel: Channel, command: dict[str, Any]) -> None:
+    """Compile (never run) the wrapped script; report a syntax error's JS position."""
+    script: str = command["script"]
+    source = wrap(script)
+    # The outer function is never called, so compiling runs none of the script.
+    probe = (
+        "(f => typeof f === 'function' ? f().toString().length : -1)(function () { return "
+        + source
+        + "; })"
+    )
+    error: list[Any] | None = None
+    ctx = quickjs.Context()
+    ctx.set_memory_limit(int(command.get("memoryLimit", 128 * 1024 * 1024)))
+    try:
+        length = ctx.eval(probe)
+        if length != function_length(source):
+            error = [
+                "the script closes its own function body early (an unbalanced `}`); a script "
+                "must be the body of one async function",
+                2,
+                1,
+            ]
+    except quickjs.JSException as exc:
+        match = _LOCATION.match(str(exc))
+        if match is None:
+            error = [str(exc).splitlines()[0] if str(exc) else "invalid script", 2, 1]
+        else:
+            error = [match.group(2), int(match.group(3)), int(match.group(4))]
+    except Exception as exc:  # reported; the worker stays up
+        error = [f"the script could not be compiled: {exc}", 2, 1]
+    channel.send({"type": "checked", "id": command["id"], "error": error})
+
+
+def _die_with_parent() -> None:
+    # Linux: the kernel SIGKILLs us when the parent dies, even mid-`while(true){}`.
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        pr_set_pdeathsig = 1
+        libc.prctl(pr_set_pdeathsig, signal.SIGKILL, 0, 0, 0)
+    except (OSError, AttributeError):
+        return
+    expected = os.environ.get("WOML_PARENT_PID")
+    if expected is not None and str(os.getppid()) != expected:
+        os._exit(0)
+
+
+def main() -> None:
+    """Serve commands until stdin closes (spec §4.5)."""
+    _die_with_parent()
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C in the kernel is the parent's to handle
+    channel = Channel(sys.stdin.buffer, sys.stdout.buffer)
+    channel.send({"type": "ready"})
+    while True:
+        command = channel.receive()
+        if command is None:
+            return
+        op = command.get("op")
+        if op == "run":
+            AttemptRunner(channel, command).run()
+        elif op == "check":
+            check(channel, command)
+        elif op == "exit":
+            return
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,416 @@
+"""The kernel side of the script worker (spec §4.5).
+
+A ``ScriptWorker`` owns at most one warm child process (``woml_magic.runtime._child``)
+and talks to it with newline-delimited JSON over pipes. It runs one attempt at a
+time; each attempt gets a fresh QuickJS context inside the child.
+
+It works from any asyncio event loop, one after another (``asyncio.run`` per run,
+nested loops in notebooks): the pipes are plain ``Popen`` pipes served by a reader
+and a writer thread, and the reader hands each message to whichever loop is
+awaiting it with ``call_soon_threadsafe``. Nothing the script does can block the
+kernel's loop: writes go through the writer thread, and timeouts, cancellation and
+interruption (enforced by the engine) end an attempt by SIGKILLing the child.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import itertools
+import json
+import os
+import queue
+import signal
+import subprocess
+import sys
+import threading
+import weakref
+from pathlib import Path
+from typing import Any
+
+from woml_magic.errors import ServiceRejection, WomlRunError
+from woml_magic.runtime.attempt import AttemptRequest, AttemptResult, LogSink, ServiceCall
+
+SERVICES = ("sleep", "http.request")
+"""The ``services.*`` stubs every script sees (spec §4.1, §4.4); adding one is adding a name."""
+
+_PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])
+_JOIN_SECONDS = 5.0
+
+_Sink = tuple[asyncio.AbstractEventLoop, "asyncio.Queue[dict[str, Any]]"]
+
+
+class _Process:
+    """One child process with the threads that serve its pipes."""
+
+    def __init__(self) -> None:
+        env = dict(os.environ)
+        # The child must import this very package, wherever the kernel found it.
+        env["PYTHONPATH"] = os.pathsep.join(
+            p for p in (_PACKAGE_ROOT, env.get("PYTHONPATH", "")) if p
+        )
+        env["WOML_PARENT_PID"] = str(os.getpid())
+        self.popen = subprocess.Popen(
+            [sys.executable, "-m", "woml_magic.runtime._child"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            env=env,
+            # Its own session: a Ctrl-C aimed at the kernel's process group is the
+            # kernel's to handle (the engine then kills the worker on purpose).
+            start_new_session=True,
+        )
+        self._lock = threading.Lock()
+        self._sink: _Sink | None = None
+        self._backlog: collections.deque[dict[str, Any]] = collections.deque(maxlen=10_000)
+        self._outbox: queue.SimpleQueue[bytes | None] = queue.SimpleQueue()
+        self._reader = threading.Thread(target=self._read, name="woml-worker-reader", daemon=True)
+        self._writer = threading.Thread(target=self._write, name="woml-worker-writer", daemon=True)
+        self._reader.start()
+        self._writer.start()
+
+    @property
+    def alive(self) -> bool:
+        return self.popen.poll() is None
+
+    def attach(self, loop: asyncio.AbstractEventLoop, inbox: asyncio.Queue[dict[str, Any]]) -> None:
+        """Deliver messages to ``inbox`` on ``loop`` from now on, backlog first."""
+        with self._lock:
+            self._sink = (loop, inbox)
+            while self._backlog:
+                inbox.put_nowait(self._backlog.popleft())
+
+    def detach(self) -> None:
+        with self._lock:
+            self._sink = None
+
+    def send(self, message: dict[str, Any]) -> None:
+        self._outbox.put(json.dumps(message, allow_nan=False).encode("utf-8") + b"\n")
+
+    def _deliver(self, message: dict[str, Any]) -> None:
+        with self._lock:
+            if self._sink is None:
+                self._backlog.append(message)
+                return
+            loop, inbox = self._sink
+        with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
+            loop.call_soon_threadsafe(inbox.put_nowait, message)
+
+    def _read(self) -> None:
+        stdout = self.popen.stdout
+        assert stdout is not None
+        for line in stdout:
+            try:
+                message = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(message, dict):
+                self._deliver(message)
+        self._deliver({"type": "exit", "returncode": self.popen.wait()})
+
+    def _write(self) -> None:
+        stdin = self.popen.stdin
+        assert stdin is not None
+        while True:
+            data = self._outbox.get()
+            if data is None:
+                break
+            try:
+                stdin.write(data)
+                stdin.flush()
+            except (BrokenPipeError, OSError, ValueError):
+                break
+        with contextlib.suppress(OSError):
+            stdin.close()
+
+    def kill(self) -> None:
+        """SIGKILL, reap, stop both threads and close the pipes (idempotent)."""
+        with contextlib.suppress(ProcessLookupError):
+            self.popen.kill()
+        self.popen.wait()
+        self._outbox.put(None)
+        self._writer.join(_JOIN_SECONDS)
+        self._reader.join(_JOIN_SECONDS)
+        for pipe in (self.popen.stdin, self.popen.stdout):
+            if pipe is not None:
+                with contextlib.suppress(OSError):
+                    pipe.close()
+
+
+def _kill_all(holder: list[_Process]) -> None:
+    # weakref.finalize / atexit safety net: no worker outlives its owner.
+    while holder:
+        holder.pop().kill()
+
+
+def _died(returncode: int | None) -> str:
+    if returncode is not None and returncode < 0:
+        try:
+            name = signal.Signals(-returncode).name
+        except ValueError:
+            name = "unknown"
+        return f"the script worker process died (signal {-returncode}, {name})"
+    return f"the script worker process died (exit code {returncode})"
+
+
+def cell_position(
+    js_line: int, js_column: int, script: str, script_line: int, script_column: int
+) -> tuple[int, int]:
+    """Map a position in the wrapped script to the cell (spec §2.3).
+
+    The wrapper puts script line 1 on JS line 2, so script line = JS line − 1 and
+    cell line = script line − 1 + ``script_line``. Only script line 1 is shifted
+    right, by ``script_column`` − 1. Positions in the wrapper's own lines are
+    clamped to the script's first or last line.
+    """
+    lines = script.split("\n")
+    line = js_line - 1
+    column = js_column
+    if line < 1:
+        line, column = 1, 1
+    elif line > len(lines):
+        line, column = len(lines), len(lines[-1]) + 1
+    if line == 1:
+        column += script_column - 1
+    return line - 1 + script_line, max(1, column)
+
+
+class ScriptWorker:
+    """A warm script worker process, reused across attempts and runs (spec §4.5)."""
+
+    def __init__(self) -> None:
+        self._holder: list[_Process] = []
+        self._busy = False
+        self._ids = itertools.count(1)
+        self._finalizer = weakref.finalize(self, _kill_all, self._holder)
+
+    @property
+    def pid(self) -> int | None:
+        """The child's process id, or None when no process is running."""
+        process = self._process
+        return process.popen.pid if process is not None and process.alive else None
+
+    @property
+    def _process(self) -> _Process | None:
+        return self._holder[0] if self._holder else None
+
+    async def start(self) -> None:
+        """Spawn the warm process unless one is running (idempotent)."""
+        process = self._process
+        if process is not None and process.alive:
+            return
+        self.kill()
+        try:
+            process = _Process()
+        except OSError as error:
+            raise WomlRunError(f"the script worker could not start: {error}") from error
+        self._holder.append(process)
+        inbox: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+        process.attach(asyncio.get_running_loop(), inbox)
+        try:
+            message = await inbox.get()
+        except BaseException:
+            self.kill()
+            raise
+        finally:
+            process.detach()
+        if message.get("type") != "ready":
+            self.kill()
+            raise WomlRunError(
+                "the script worker could not start: " + _died(message.get("returncode"))
+            )
+
+    def kill(self) -> None:
+        """SIGKILL and reap the process now; the next call starts a fresh one."""
+        _kill_all(self._holder)
+
+    async def aclose(self) -> None:
+        """Stop the process and join its threads (idempotent)."""
+        self.kill()
+
+    def _enter(self) -> None:
+        if self._busy:
+            raise RuntimeError("a ScriptWorker runs one attempt or check at a time")
+        self._busy = True
+
+    async def check_syntax(
+        self, script: str, script_line: int, script_column: int
+    ) -> tuple[str, int, int] | None:
+        """None if ``script`` compiles as an async function body, else (message, cell line,
+        cell column) of the first syntax error (spec §2.3). Runs none of the script."""
+        self._enter()
+        try:
+            await self.start()
+            process = self._process
+            assert process is not None
+            inbox: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+            process.attach(asyncio.get_running_loop(), inbox)
+            try:
+                process.send({"op": "check", "id": next(self._ids), "script": script})
+                message = await inbox.get()
+            except BaseException:
+                self.kill()
+                raise
+            finally:
+                process.detach()
+            if message.get("type") == "exit":
+                self.kill()
+                raise WomlRunError(_died(message.get("returncode")) + " while compiling a script")
+            error = message.get("error")
+            if error is None:
+                return None
+            text, js_line, js_column = error
+            line, column = cell_position(js_line, js_column, script, script_line, script_column)
+            return str(text), line, column
+        finally:
+            self._busy = False
+
+    async def run_attempt(
+        self, request: AttemptRequest, services: ServiceCall, on_log: LogSink
+    ) -> AttemptResult:
+        """Run one attempt in a fresh QuickJS context and report its outcome (spec §3.2).
+
+        Cancelling the awaiting task kills the worker (so even ``while (true) {}``
+        ends), cancels service calls in flight and re-raises ``CancelledError``.
+        """
+        self._enter()
+        try:
+            try:
+                await self.start()
+            except WomlRunError as error:
+                return AttemptResult("crash", error_name="WorkerError", error_message=str(error))
+            return await self._attempt(request, services, on_log)
+        finally:
+            self._busy = False
+
+    async def _attempt(
+        self, request: AttemptRequest, services: ServiceCall, on_log: LogSink
+    ) -> AttemptResult:
+        process = self._process
+        assert process is not None
+        loop = asyncio.get_running_loop()
+        inbox: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+        attempt_id = next(self._ids)
+        calls: set[asyncio.Task[None]] = set()
+        process.attach(loop, inbox)
+        try:
+            process.send(
+                {
+                    "op": "run",
+                    "id": attempt_id,
+                    "script": request.script,
+                    "context": json.dumps(request.context, allow_nan=False),
+                    "attempt": json.dumps(request.attempt, allow_nan=False),
+                    "nowMs": request.now_ms(),
+                    "memoryLimit": request.memory_limit_bytes,
+                    "maxResultBytes": request.max_result_bytes,
+                    "services": list(SERVICES),
+                }
+            )
+            while True:
+                message = await inbox.get()
+                kind = message.get("type")
+                if kind == "log":
+                    on_log(str(message.get("level", "log")), str(message.get("text", "")))
+                elif kind == "call":
+                    task = loop.create_task(
+                        self._serve(
+                            message,
+                            process=process,
+                            attempt_id=attempt_id,
+                            services=services,
+                            request=request,
+                            inbox=inbox,
+                        )
+                    )
+                    calls.add(task)
+                    task.add_done_callback(calls.discard)
+                elif kind == "done" and message.get("id") == attempt_id:
+                    return self._result(message, request)
+                elif kind == "bridge-failed":
+                    # The child waits for a reply that will never come: start afresh.
+                    self.kill()
+                    return AttemptResult(
+                        "crash",
+                        error_name="ServiceBridgeError",
+                        error_message=str(message["message"]),
+                    )
+                elif kind == "exit":
+                    self.kill()
+                    return AttemptResult(
+                        "crash",
+                        error_name="WorkerDied",
+                        error_message=_died(message.get("returncode")),
+                    )
+        except BaseException:
+            self.kill()
+            raise
+        finally:
+            process.detach()
+            for task in calls:
+                task.cancel()
+            if calls:
+                await asyncio.gather(*calls, return_exceptions=True)
+
+    @staticmethod
+    async def _serve(
+        message: dict[str, Any],
+        *,
+        process: _Process,
+        attempt_id: int,
+        services: ServiceCall,
+        request: AttemptRequest,
+        inbox: asyncio.Queue[dict[str, Any]],
+    ) -> None:
+        """Perform one ``services.*`` call in the kernel and send its outcome back (spec §4.5)."""
+        name = str(message.get("service"))
+        args = message.get("args")
+        reply: dict[str, Any]
+        try:
+            value = await services(name, args if isinstance(args, list) else [])
+            reply = {"ok": True, "value": value}
+        except ServiceRejection as rejection:
+            reply = {
+                "ok": False,
+                "name": rejection.name,
+                "message": rejection.message,
+                "props": rejection.props,
+            }
+        except Exception as error:  # becomes the attempt's crash (spec §3.2)
+            inbox.put_nowait(
+                {
+                    "type": "bridge-failed",
+                    "message": f"services.{name} failed inside the kernel: "
+                    f"{type(error).__name__}: {error}",
+                }
+            )
+            return
+        reply.update(op="reply", attempt=attempt_id, id=message.get("id"), nowMs=request.now_ms())
+        try:
+            process.send(reply)
+        except (TypeError, ValueError) as error:
+            inbox.put_nowait(
+                {
+                    "type": "bridge-failed",
+                    "message": f"services.{name} answered with a value that is not JSON: {error}",
+                }
+            )
+
+    @staticmethod
+    def _result(message: dict[str, Any], request: AttemptRequest) -> AttemptResult:
+        outcome = str(message["outcome"])
+        if outcome == "succeeded":
+            return AttemptResult("succeeded", result=message.get("result"))
+        js_line = message.get("line")
+        line = None
+        if isinstance(js_line, int):
+            line, _ = cell_position(
+                js_line, 1, request.script, request.script_line, request.script_column
+            )
+        return AttemptResult(
+            outcome,
+            error_name=message.get("name"),
+            error_message=message.get("message"),
+            error_line=line,
+        )
