@@ -43,7 +43,8 @@ FAIL_CLOSED_CASES = [
     ("invalid-json", "return '\\ud800';", ""),
     ("oversized", "return 'x'.repeat(300 * 1024);", ""),
     ("crash", "const a = []; while (true) a.push(new Array(1e6).fill(1.5));", ""),
-    ("crash", "let s = 'x'; while (true) s = s + s;", ""),
+    ("crash", "const parts = []; while (true) parts.push('x'.repeat(1e5) + parts.length);", ""),
+    ("crash", "const m = {}; for (let i = 0; ; i++) m['k' + i] = {i, a: [i, i]};", ""),
     ("crash", "try { new Array(2**27).fill(1.5); } catch (e) {} return 1;", ""),
 ]
 

@@ -51,6 +51,7 @@ def ip(
     shell.run_line_magic("load_ext", "woml_magic")
     yield shell
     shell.run_line_magic("unload_ext", "woml_magic")
+    shell.config.pop("Woml", None)  # %config records settings in the shell's config
     for name in ("r", "data", "bad"):
         shell.user_ns.pop(name, None)
 
@@ -78,9 +79,18 @@ def test_load_ext_registers_both_magics_and_the_woml_configurable(ip: Interactiv
 def test_cell_magic_help_is_the_argument_usage(ip: InteractiveShell) -> None:
     # spec §6.1: `%%woml?` shows the options (magic_arguments puts usage in __doc__).
     doc = ip.find_cell_magic("woml").__doc__
-    for option in ("--clock", "--simulate", "--payload", "--run-id", "--resume",
-                   "--retry-interrupted", "--journal", "--out", "--background",
-                   "--no-timeline"):
+    for option in (
+        "--clock",
+        "--simulate",
+        "--payload",
+        "--run-id",
+        "--resume",
+        "--retry-interrupted",
+        "--journal",
+        "--out",
+        "--background",
+        "--no-timeline",
+    ):
         assert option in doc
 
 
@@ -239,6 +249,7 @@ def test_no_timeline_returns_the_run_rendered_statically(ip: InteractiveShell) -
         ("--resume a --payload 1", "keeps its journaled payload"),
         ("--out 1x", "not a Python variable name"),
         ("--out class", "not a Python variable name"),
+        ("--payload '{\"a\": 1}", "No closing quotation"),
     ],
 )
 def test_misuse_of_the_cell_magic_is_a_usage_error(
@@ -341,7 +352,7 @@ def test_config_rejects_bad_values_with_a_reason_and_keeps_the_old_one(
     ip: InteractiveShell, caplog: pytest.LogCaptureFixture, statement: str, message: str
 ) -> None:
     settings = magics(ip).settings
-    name = statement.split("=")[0].strip().split(".")[1]
+    name = statement.split("=", maxsplit=1)[0].strip().split(".")[1]
     before = getattr(settings, name)
     with caplog.at_level(logging.ERROR):
         ip.run_line_magic("config", statement)
@@ -349,11 +360,32 @@ def test_config_rejects_bad_values_with_a_reason_and_keeps_the_old_one(
     assert getattr(settings, name) == before
 
 
-def test_config_lists_every_setting(ip: InteractiveShell, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_rejected_config_value_does_not_stop_the_extension_reloading(
+    ip: InteractiveShell, caplog: pytest.LogCaptureFixture
+) -> None:
+    ip.run_line_magic("config", 'Woml.clock = "simulated"')
+    ip.run_line_magic("config", "Woml.memory_limit_mb = 1")
+    with caplog.at_level(logging.WARNING):
+        ip.run_line_magic("reload_ext", "woml_magic")
+    assert "ignoring Woml.memory_limit_mb" in caplog.text
+    assert magics(ip).settings.clock == "simulated"
+    assert magics(ip).settings.memory_limit_mb == 128
+
+
+def test_config_lists_every_setting(
+    ip: InteractiveShell, capsys: pytest.CaptureFixture[str]
+) -> None:
     ip.run_line_magic("config", "Woml")
     out = capsys.readouterr().out
-    for name in ("clock", "journal", "max_result_bytes", "memory_limit_mb", "default_timeout",
-                 "redact_headers", "http_allow"):
+    for name in (
+        "clock",
+        "journal",
+        "max_result_bytes",
+        "memory_limit_mb",
+        "default_timeout",
+        "redact_headers",
+        "http_allow",
+    ):
         assert f"Woml.{name}" in out
 
 

@@ -21,6 +21,7 @@ from contextlib import contextmanager, nullcontext
 from typing import ContextManager, Literal
 
 ClockKind = Literal["real", "simulated"]
+_MAX_DEFERRALS = 1000
 
 
 class Clock(ABC):
@@ -76,6 +77,7 @@ class SimulatedClock(Clock):
         self._seq = 0
         self._timers: list[tuple[float, int, asyncio.Future[None]]] = []
         self._handle: asyncio.Handle | asyncio.TimerHandle | None = None
+        self._deferrals = 0
 
     def now(self) -> float:
         return time.monotonic() - self._t0 + self._offset
@@ -121,11 +123,20 @@ class SimulatedClock(Clock):
         due = self._timers[0][0]
         now = self.now()
         if due > now:
+            loop = asyncio.get_running_loop()
             if self._busy:
                 # Real work is under way: let real time carry the clock to the timer.
-                loop = asyncio.get_running_loop()
                 self._handle = loop.call_later(due - now, self._advance)
                 return
+            # Jump only once the loop is idle: tasks woken by the last timer (an attempt
+            # that just timed out, say) must react before time moves on. ``_ready`` is
+            # asyncio's private queue of callbacks due now; bounded, in case another
+            # clock on the same loop is deferring too.
+            if getattr(loop, "_ready", None) and self._deferrals < _MAX_DEFERRALS:
+                self._deferrals += 1
+                self._handle = loop.call_soon(self._advance)
+                return
+            self._deferrals = 0
             self._offset += due - now
         now = self.now()
         while self._timers and self._timers[0][0] <= now:

@@ -7,6 +7,7 @@ the bad value and what is allowed (STYLE 6); the magic reads them at every run.
 
 from __future__ import annotations
 
+import logging
 import re
 from datetime import timedelta
 from typing import Any
@@ -142,3 +143,22 @@ class Woml(Configurable):
     def timeout(self) -> timedelta:
         """``default_timeout`` as a ``timedelta`` (already validated)."""
         return parse_duration(self.default_timeout)
+
+
+def settings_for(shell: Any) -> Woml:
+    """The ``Woml`` settings of ``shell``, taken from its configuration (spec §6.1).
+
+    ``%config`` records every assignment in the shell's configuration, rejected ones
+    included; a rejected value is logged and skipped here, so it cannot stop the
+    extension from loading again.
+    """
+    try:
+        return Woml(parent=shell)
+    except TraitError:
+        settings = Woml()
+    for name, value in dict(shell.config.get("Woml", {})).items():
+        try:
+            setattr(settings, name, value)
+        except (TraitError, AttributeError) as exc:
+            logging.getLogger(__name__).warning("ignoring Woml.%s from the config: %s", name, exc)
+    return settings

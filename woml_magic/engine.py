@@ -368,6 +368,7 @@ class Engine:
                     try:
                         done, _ = await asyncio.wait({job, timer},
                                                      return_when=asyncio.FIRST_COMPLETED)
+                        ended = self._now()
                     finally:
                         timer.cancel()
                         if not job.done():
@@ -380,13 +381,14 @@ class Engine:
             else:
                 outcome = "timeout"
         except asyncio.CancelledError:
-            self._finish_attempt(step, number, self._stop_reason or "cancelled", None, scope)
+            self._finish_attempt(step, number, self._stop_reason or "cancelled", None, scope,
+                                 self._now())
             raise
-        return self._finish_attempt(step, number, outcome, result, scope)
+        return self._finish_attempt(step, number, outcome, result, scope, ended)
 
     def _finish_attempt(
         self, step: Step, number: int, outcome: str, result: AttemptResult | None,
-        scope: CallScope,
+        scope: CallScope, ended: float,
     ) -> str:
         error: dict[str, JSON] | None = None
         if result is not None and result.outcome != "succeeded":
@@ -407,11 +409,12 @@ class Engine:
         if outcome != "succeeded" and outcome not in _USER_STOPS and scope.unkeyed_ambiguity:
             outcome = "ambiguous"  # spec §4.2: the guard outranks the attempt's own failure
         self.emit(AttemptFinished(
-            run_id=self.run.id, at=self._now(), step_id=step.id, number=number,
+            run_id=self.run.id, at=ended, step_id=step.id, number=number,
             outcome=outcome, result=result.result if outcome == "succeeded" and result else None,
             error=error,
             explanation=explain(outcome, step, number, original=original, detail=detail,
-                                error_name=None if error is None else str(error["name"])),
+                                error_name=None if error is None else str(error["name"]),
+                                keyed_ambiguity=_keyed_ambiguity(self.run, step.id, number)),
         ))
         return outcome
 
@@ -459,6 +462,12 @@ def _redact_names(extra: Iterable[str]) -> tuple[str, ...]:
     from .services import DEFAULT_REDACTED
 
     return tuple(dict.fromkeys([*DEFAULT_REDACTED, *(n.lower() for n in extra)]))
+
+
+def _keyed_ambiguity(run: Run, step_id: str, number: int) -> bool:
+    """Did attempt ``number`` see an ambiguous call that carried an idempotency key?"""
+    calls = run.steps[step_id].attempt(number).calls
+    return any(c.outcome == "ambiguous" and c.idempotency_header for c in calls)
 
 
 def _journaled_calls(sr: StepRun) -> StepCalls:

@@ -50,6 +50,7 @@ def explain(
     original: str | None = None,
     detail: str | None = None,
     error_name: str | None = None,
+    keyed_ambiguity: bool = False,
 ) -> str:
     """The explanation of attempt ``number`` of ``step`` ending with ``outcome``."""
     attempts = step.policy.attempts
@@ -60,9 +61,15 @@ def explain(
         thrown = f"the script threw {error_name}" if error_name else "the script threw"
         if number < attempts:
             wait = format_duration(step.policy.wait(number))
+            if keyed_ambiguity:
+                return (
+                    f"{of} failed because {thrown}; a call's outcome was unknown, but it "
+                    f"carried an idempotency key, so the API's key contract makes a repeat "
+                    f"safe and WOML retries after waiting {wait}."
+                )
             return (
-                f"{of} failed because {thrown}, a definitive failure, so WOML retries after "
-                f"waiting {wait}."
+                f"{of} failed because {thrown}, a definitive script failure, so WOML retries "
+                f"after waiting {wait}."
             )
         return (
             f"{of} failed because {thrown} on the last allowed attempt, so the step failed."

@@ -22,6 +22,7 @@ import contextlib
 import inspect
 import keyword
 import os
+import shlex
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -31,10 +32,10 @@ from typing import Any
 import nest_asyncio
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
-from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
+from IPython.core.magic_arguments import argument, magic_arguments
 
 from . import api
-from .config import SPEC_DEFAULT_TIMEOUT, Woml
+from .config import SPEC_DEFAULT_TIMEOUT, settings_for
 from .engine import Engine, EngineConfig, check_scripts
 from .errors import WomlError, WomlJournalError, WomlRunError, WomlSyntaxError
 from .journal import MEMORY, Journal
@@ -56,7 +57,7 @@ class WomlMagics(Magics):
     def __init__(self, shell: Any) -> None:
         super().__init__(shell)
         self._shell: Any = shell  # Magics types it Optional; ours always has one
-        self.settings = Woml(parent=shell)
+        self.settings = settings_for(shell)
         self._journals: dict[str, Journal] = {}
         self._handles: dict[str, api.RunHandle] = {}
         self._widgets: list[Any] = []
@@ -118,7 +119,7 @@ class WomlMagics(Magics):
     @cell_magic("woml")
     def woml_cell(self, line: str, cell: str) -> Run:
         """Run the WOML document in this cell (spec §6.1); its value is the ``Run``."""
-        args = parse_argstring(self.woml_cell, line)
+        args = _parse_args(self.woml_cell, line)
         source = f"%%woml {line}\n{cell}"  # the cell as the editor shows it (spec §2.3)
         clock = self._clock(args)
         self._check_combinations(args)
@@ -238,7 +239,7 @@ class WomlMagics(Magics):
     @line_magic("woml")
     def woml_line(self, line: str) -> Any:
         """``%woml runs``, ``%woml show RUN_ID``, ``%woml cancel RUN_ID`` (spec §6.2)."""
-        args = parse_argstring(self.woml_line, line)
+        args = _parse_args(self.woml_line, line)
         command = args.subcommand
         if command not in ("runs", "show", "cancel"):
             what = "needs a subcommand" if command is None else f"has no subcommand {command!r}"
@@ -440,6 +441,17 @@ def _as_usage_errors(source: str | None) -> Iterator[None]:
         raise
     except WomlRunError as exc:
         raise UsageError(str(exc)) from None
+
+
+def _parse_args(magic: Any, line: str) -> Any:
+    """Parse a magic's line with shell quoting: quotes group words and are removed,
+    so ``--payload '{"a": 1}'`` gives the expression ``{"a": 1}``. Bad arguments
+    raise ``UsageError`` (IPython's MagicArgumentParser)."""
+    try:
+        argv = shlex.split(line)
+    except ValueError as exc:
+        raise UsageError(f"cannot split the arguments {line!r}: {exc}") from None
+    return magic.parser.parse_args(argv)
 
 
 def _widgets_work(shell: Any) -> bool:

@@ -64,14 +64,25 @@
           && err.message === OOM_MESSAGE) {
         oomSeen = true;
       }
+      // The line is the first script frame, skipping the constructors of an Error
+      // subclass: `throw new PaymentError(...)` is reported where it is thrown.
+      let line = null;
+      let leading = true;
       for (let i = 0; i < frames.length; i++) {
         const f = frames[i];
-        const line = f.getLineNumber();
-        if (f.getFileName() === "<input>" && line >= FIRST_LINE && line <= LAST_LINE) {
-          apply(weakSet, errorLines, [err, line]);
+        const ln = f.getLineNumber();
+        const inScript = f.getFileName() === "<input>" && ln >= FIRST_LINE && ln <= LAST_LINE;
+        if (leading && f.isConstructor()) {
+          if (inScript && line === null) line = ln;
+          continue;
+        }
+        leading = false;
+        if (inScript) {
+          line = ln;
           break;
         }
       }
+      if (line !== null) apply(weakSet, errorLines, [err, line]);
       const parts = [];
       for (let i = 0; i < frames.length; i++) {
         const f = frames[i];
@@ -166,7 +177,10 @@
     let text = apply(join, parts, [" "]);
     if (!apply(isWellFormed, text, [])) text = apply(toWellFormed, text, []);
     let cut = false;
-    if (logLines + 1 > config.maxLogLines || logChars + text.length > config.maxLogChars) {
+    if (logLines + 1 > config.maxLogLines) {
+      cut = true;
+      text = "";
+    } else if (logChars + text.length > config.maxLogChars) {
       cut = true;
       text = apply(slice, text, [0, Math.max(0, config.maxLogChars - logChars)]);
     }

@@ -1,0 +1,189 @@
+"""%%woml in a real ipykernel: widget output, saved widget state, interrupts (spec §6.1, §6.3).
+
+nbclient executes a notebook the way CI and nbconvert do; the interrupt test drives a
+kernel through jupyter_client directly so it can send SIGINT mid-cell from this thread.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import nbformat
+import pytest
+from jupyter_client.manager import KernelManager
+from nbclient import NotebookClient
+
+from woml_magic.model import idempotency_key
+
+pytestmark = pytest.mark.kernel
+
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
+RETRIES = """<step id="charge" retry="3" retry-delay="5s">
+  <script>
+    if (attempt.number < 3) throw new Error("busy");
+    return {ok: true};
+  </script>
+</step>"""
+LONG_WAIT = (
+    '<step id="slow" timeout="1h"><script>await services.sleep("30s"); return 1;</script></step>'
+)
+
+
+def kernel_env(tmp_path: Path) -> dict[str, str]:
+    """A kernel environment that writes nothing outside ``tmp_path``."""
+    env = dict(os.environ)
+    for name in ("JUPYTER_CONFIG_DIR", "JUPYTER_DATA_DIR", "JUPYTER_RUNTIME_DIR", "IPYTHONDIR"):
+        path = tmp_path / name.lower()
+        path.mkdir(exist_ok=True)
+        env[name] = str(path)
+    env["PYTHONPATH"] = os.pathsep.join([str(Path(__file__).parents[1]), env.get("PYTHONPATH", "")])
+    return env
+
+
+def test_simulated_run_shows_the_widget_and_saves_its_state(tmp_path: Path) -> None:
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [
+        nbformat.v4.new_code_cell("%load_ext woml_magic"),
+        nbformat.v4.new_code_cell(f"%%woml --simulate --run-id nb-1\n{RETRIES}"),
+        nbformat.v4.new_code_cell("%woml runs"),
+    ]
+    client = NotebookClient(
+        nb,
+        timeout=60,
+        kernel_name="python3",
+        store_widget_state=True,
+        resources={"metadata": {"path": str(tmp_path)}},
+    )
+    client.execute(cwd=str(tmp_path), env=kernel_env(tmp_path))
+
+    outputs = nb.cells[1].outputs
+    views = [o for o in outputs if o.output_type == "display_data" and WIDGET_VIEW in o.data]
+    assert len(views) == 1, outputs
+    view = views[0]
+    # spec §6.3: a saved notebook opened without widgets shows the static timeline.
+    assert "woml-timeline" in view.data["text/html"]
+    assert "charge" in view.data["text/plain"]
+    # The cell's value is the Run; the timeline is not drawn a second time.
+    results = [o for o in outputs if o.output_type == "execute_result"]
+    assert [r.data for r in results] == [{"text/plain": "<Run nb-1 cell succeeded>"}]
+    assert not [o for o in outputs if o.output_type == "error"]
+
+    state = nb.metadata["widgets"][WIDGET_STATE]["state"]
+    model_id = view.data[WIDGET_VIEW]["model_id"]
+    assert model_id in state
+    saved = json.dumps(state)
+    assert "woml-timeline" in saved
+    assert idempotency_key("nb-1", "charge") in saved
+    assert "succeeded" in saved
+
+    table = nb.cells[2].outputs[0]
+    assert "<td>nb-1</td>" in table.data["text/html"]
+    assert (tmp_path / ".woml" / "journal.sqlite3").exists()
+
+
+class Kernel:
+    """A kernel driven through jupyter_client; every message of a cell is collected."""
+
+    def __init__(self, tmp_path: Path) -> None:
+        self.km = KernelManager(kernel_name="python3")
+        self.km.start_kernel(cwd=str(tmp_path), env=kernel_env(tmp_path))
+        self.kc = self.km.client()
+        self.kc.start_channels()
+        self.kc.wait_for_ready(timeout=60)
+
+    def send(self, code: str) -> str:
+        msg_id: str = self.kc.execute(code)
+        return msg_id
+
+    def collect(self, msg_id: str, timeout: float = 30) -> list[dict[str, Any]]:
+        """The iopub messages of ``msg_id`` up to its idle status."""
+        out: list[dict[str, Any]] = []
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                msg = self.kc.get_iopub_msg(timeout=max(0.01, deadline - time.monotonic()))
+            except queue.Empty:
+                break
+            if msg["parent_header"].get("msg_id") != msg_id:
+                continue
+            out.append(msg)
+            if msg["msg_type"] == "status" and msg["content"]["execution_state"] == "idle":
+                return out
+        raise AssertionError(f"cell did not finish within {timeout}s: {out}")
+
+    def wait_for(self, msg_id: str, msg_type: str, timeout: float = 30) -> list[dict[str, Any]]:
+        """Messages of ``msg_id`` up to the first one of ``msg_type``."""
+        out: list[dict[str, Any]] = []
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                msg = self.kc.get_iopub_msg(timeout=max(0.01, deadline - time.monotonic()))
+            except queue.Empty:
+                break
+            if msg["parent_header"].get("msg_id") != msg_id:
+                continue
+            out.append(msg)
+            if msg["msg_type"] == msg_type:
+                return out
+        raise AssertionError(f"no {msg_type} within {timeout}s: {out}")
+
+    def run(self, code: str) -> str:
+        """Execute ``code``; return its stdout, failing on an error."""
+        msgs = self.collect(self.send(code))
+        errors = [m["content"] for m in msgs if m["msg_type"] == "error"]
+        assert not errors, errors
+        return "".join(m["content"]["text"] for m in msgs if m["msg_type"] == "stream")
+
+    def close(self) -> None:
+        self.kc.stop_channels()
+        self.km.shutdown_kernel(now=True)
+        self.km.cleanup_resources()
+
+
+@pytest.fixture
+def kernel(tmp_path: Path) -> Iterator[Kernel]:
+    k = Kernel(tmp_path)
+    yield k
+    k.close()
+
+
+def test_interrupt_ends_the_attempt_interrupted_and_the_kernel_stays_usable(
+    kernel: Kernel,
+) -> None:
+    kernel.run("%load_ext woml_magic")
+    msg_id = kernel.send(f"%%woml --run-id int-1 --out r\n{LONG_WAIT}")
+    # The live widget is displayed before the run starts (spec §6.1): wait for it.
+    shown = kernel.wait_for(msg_id, "display_data")
+    assert WIDGET_VIEW in shown[-1]["content"]["data"]
+    time.sleep(1.0)
+    interrupted_at = time.monotonic()
+    kernel.km.interrupt_kernel()
+    msgs = kernel.collect(msg_id, timeout=15)
+    elapsed = time.monotonic() - interrupted_at
+    assert elapsed < 5.0, f"the interrupt took {elapsed:.1f}s to end the cell"
+    errors = [m["content"] for m in msgs if m["msg_type"] == "error"]
+    assert [e["ename"] for e in errors] == ["KeyboardInterrupt"]
+
+    out = kernel.run(
+        "a = r.steps['slow'].attempts[-1]\n"
+        "print(a.outcome, r.steps['slow'].status, r.status, a.ended_at - a.started_at)"
+    )
+    outcome, step_status, run_status, took = out.split()
+    assert (outcome, step_status, run_status) == ("interrupted", "failed-closed", "failed")
+    assert 0.5 < float(took) < 6.0
+    # the journal has it too, and the kernel runs the next cell normally
+    shown_again = kernel.run(
+        "print(get_ipython().run_line_magic('woml', 'show int-1')"
+        ".steps['slow'].attempts[-1].outcome)"
+    )
+    assert shown_again == "interrupted\n"
+    after = kernel.run(f"%%woml --simulate --run-id after\n{RETRIES}\n")
+    assert after == ""
+    assert kernel.run("print(_.status)") == "succeeded\n"
