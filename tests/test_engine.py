@@ -304,3 +304,34 @@ def test_wm_run_works_inside_a_running_event_loop() -> None:
         return wm.run(step("return 5;"), clock="simulated").steps["s"].result
 
     assert asyncio.run(main()) == 5
+
+
+# -- spec §4.5: no script can hurt the kernel -----------------------------------------------
+
+CHAOS = [
+    ("timeout", "while (true) {}", 'timeout="100ms"'),
+    ("invalid-json", "return {a: NaN};", ""),
+    ("oversized", "return 'x'.repeat(300 * 1024);", ""),
+    ("crash", "const a = []; while (true) a.push(new Array(1e6).fill(1.5));", ""),
+    ("crash", "try { new Array(2**27).fill(1.5); } catch (e) {} return 1;", ""),
+    ("threw", "throw new Error('x');", ""),
+]
+
+
+@pytest.mark.slow
+def test_chaos_leaves_the_kernel_small_and_no_worker_behind() -> None:
+    """Every bad class 20 times: parent RSS grows < 50 MB; no stray worker processes."""
+    from conftest import child_pids, rss_mb
+
+    from woml_magic.api import default_pool
+
+    wm.run(step("return 1;"), clock="simulated")  # warm up imports and the worker
+    before = rss_mb()
+    for _ in range(20):
+        for expected, body, attrs in CHAOS:
+            run = wm.run(step(body, attrs=attrs), clock="simulated")
+            assert outcomes(run) == [expected]
+            assert len(child_pids()) <= 2  # at most the pool's warm workers
+    assert rss_mb() - before < 50
+    asyncio.run(default_pool().aclose())
+    assert child_pids() == set()

@@ -694,3 +694,16 @@ def test_spec_2_5_entity_reference_without_a_dtd_is_an_error_not_an_expansion() 
 def test_spec_2_5_huge_inputs_are_refused_quickly(text: str) -> None:
     exc = error(text)
     assert len(exc.message) < 400
+
+
+def test_default_timeout_applies_only_to_steps_without_a_timeout() -> None:
+    """spec §6.1: `Woml.default_timeout` replaces the 30s default, never an explicit value."""
+    from datetime import timedelta
+
+    wf = parse(
+        '<step id="a"><script>1</script></step><step id="b" timeout="2s"><script>1</script></step>',
+        default_timeout=timedelta(seconds=5),
+    )
+    assert [s.timeout for s in wf.steps] == [timedelta(seconds=5), timedelta(seconds=2)]
+    with pytest.raises(ValueError, match="default_timeout"):
+        parse('<step id="a"><script>1</script></step>', default_timeout=timedelta(0))

@@ -98,7 +98,7 @@ def test_top_level_undefined_becomes_null(worker: ScriptWorker) -> None:
     assert (result.outcome, result.result) == ("succeeded", None)
 
 
-def test_values_with_toJSON_are_converted_first(worker: ScriptWorker) -> None:  # noqa: N802
+def test_values_with_toJSON_are_converted_first(worker: ScriptWorker) -> None:
     result, _ = attempt(worker, "return {when: new Date(0), custom: {toJSON() { return [7]; }}}")
     assert result.result == {"when": "1970-01-01T00:00:00.000Z", "custom": [7]}
 
@@ -169,12 +169,16 @@ def test_error_thrown_in_a_nested_helper_maps_to_its_line(worker: ScriptWorker) 
 
 
 def test_custom_error_name_is_reported(worker: ScriptWorker) -> None:
-    script = "class PaymentError extends Error { constructor(m) { super(m); this.name = 'PaymentError'; } }\nthrow new PaymentError('declined');"
+    script = (
+        "class PaymentError extends Error {\n"
+        "  constructor(m) { super(m); this.name = 'PaymentError'; } }\n"
+        "throw new PaymentError('declined');"
+    )
     result, _ = attempt(worker, script)
     assert (result.error_name, result.error_message, result.error_line) == (
         "PaymentError",
         "declined",
-        SCRIPT_LINE + 1,
+        SCRIPT_LINE + 2,  # the `throw` line, not the constructor's `super(m)` line
     )
 
 
@@ -230,7 +234,10 @@ def test_no_fetch_timers_or_module_loading(worker: ScriptWorker, script: str) ->
 
 
 def test_context_and_attempt_are_readable(worker: ScriptWorker) -> None:
-    script = "return [context.payload.amount, context.steps.s1, context.run.id, context.run.workflow, attempt.number, attempt.maxAttempts, attempt.idempotencyKey]"
+    script = (
+        "return [context.payload.amount, context.steps.s1, context.run.id, context.run.workflow,"
+        " attempt.number, attempt.maxAttempts, attempt.idempotencyKey]"
+    )
     result, _ = attempt(worker, script)
     assert result.result == [5, 1, "r1", "wf", 2, 3, "key-1"]
 
@@ -258,7 +265,10 @@ def test_context_and_attempt_are_deeply_frozen_and_writes_throw(
 
 
 def test_date_reads_the_runs_clock(worker: ScriptWorker) -> None:
-    script = "return [new Date().getUTCFullYear(), Date.now() - 978307200000 < 5000, typeof Date(), new Date(5).getTime()]"
+    script = (
+        "return [new Date().getUTCFullYear(), Date.now() - 978307200000 < 5000,"
+        " typeof Date(), new Date(5).getTime()]"
+    )
     result, _ = attempt(worker, script)
     assert result.result == [2001, True, "string", 5]
 
@@ -274,7 +284,10 @@ def test_date_follows_the_clock_sent_with_each_service_reply(worker: ScriptWorke
 
     async def go() -> AttemptResult:
         req = AttemptRequest(
-            script="const a = Date.now(); await services.sleep('1h'); return Math.round((Date.now() - a) / 60000);",
+            script=(
+                "const a = Date.now(); await services.sleep('1h');"
+                " return Math.round((Date.now() - a) / 60000);"
+            ),
             script_line=1,
             script_column=1,
             context={},
@@ -290,7 +303,10 @@ def test_date_follows_the_clock_sent_with_each_service_reply(worker: ScriptWorke
 
 
 def test_console_levels_and_browser_like_formatting(worker: ScriptWorker) -> None:
-    script = "console.log('a', 1, {b: [2]}, null, undefined); console.info('i'); console.warn('w'); console.error(new TypeError('e'))"
+    script = (
+        "console.log('a', 1, {b: [2]}, null, undefined); console.info('i');"
+        " console.warn('w'); console.error(new TypeError('e'))"
+    )
     result, logs = attempt(worker, script)
     assert result.outcome == "succeeded"
     assert logs == [
@@ -323,7 +339,12 @@ def test_services_round_trip_with_json_args_and_results(worker: ScriptWorker) ->
         await asyncio.sleep(0)
         return {"status": 200, "data": {"echo": args[0]}} if name == "http.request" else None
 
-    script = "await services.sleep('2s');\nconst r = await services.http.request({url: 'http://127.0.0.1:1/x', json: {n: 1}}, {name: 'c'});\nreturn r.data;"
+    script = (
+        "await services.sleep('2s');\n"
+        "const r = await services.http.request("
+        "{url: 'http://127.0.0.1:1/x', json: {n: 1}}, {name: 'c'});\n"
+        "return r.data;"
+    )
     result, _ = attempt(worker, script, services=services)
     assert result.result == {"echo": {"url": "http://127.0.0.1:1/x", "json": {"n": 1}}}
     assert calls == [
@@ -340,7 +361,10 @@ def test_service_rejection_becomes_a_js_error_with_props(worker: ScriptWorker) -
             {"status": 503, "data": {"e": 1}, "ambiguous": False},
         )
 
-    script = "try { await services.http.request({url: 'http://127.0.0.1:1/'}); } catch (e) {\n  return [e instanceof Error, e.name, e.message, e.status, e.data, e.ambiguous]; }"
+    script = (
+        "try { await services.http.request({url: 'http://127.0.0.1:1/'}); } catch (e) {\n"
+        "  return [e instanceof Error, e.name, e.message, e.status, e.data, e.ambiguous]; }"
+    )
     result, _ = attempt(worker, script, services=services)
     assert result.result == [True, "HttpError", "POST /charges answered 503", 503, {"e": 1}, False]
 
@@ -375,17 +399,23 @@ def test_service_calls_in_flight_are_cancelled_when_the_attempt_ends(worker: Scr
     cancelled: list[str] = []
 
     async def services(name: str, args: list[Any]) -> Any:
+        if name == "sleep":
+            return None
         try:
             await asyncio.Event().wait()
         except asyncio.CancelledError:
             cancelled.append(name)
             raise
 
-    result, _ = attempt(
-        worker, "services.sleep('1h'); await Promise.resolve(); return 'left it'", services=services
+    # The awaited sleep is answered after the forgotten request's task has started.
+    script = (
+        "services.http.request({url: 'http://127.0.0.1:1/'});\n"
+        "await services.sleep('1s');\n"
+        "return 'left it';"
     )
+    result, _ = attempt(worker, script, services=services)
     assert result.result == "left it"
-    assert cancelled == ["sleep"]
+    assert cancelled == ["http.request"]
 
 
 # ---- out of memory is crash (spec §3.2) ----
@@ -507,7 +537,8 @@ def test_aclose_and_kill_leave_no_process_behind() -> None:
     w = ScriptWorker()
     asyncio.run(w.start())
     pid = w.pid
-    assert pid is not None and pid in children()
+    assert pid is not None
+    assert pid in children()
     asyncio.run(w.aclose())
     asyncio.run(w.aclose())  # idempotent
     assert w.pid is None

@@ -15,6 +15,7 @@ import os
 import secrets
 import signal
 import threading
+import time
 from collections.abc import Callable, Generator, Iterable
 from typing import TYPE_CHECKING, Any
 
@@ -174,9 +175,23 @@ def _resume_engine(
         )
         if not can_retry:
             return None  # a finished run re-executes nothing
-    clock = make_clock(past.clock, start_at=past.now)
+    clock = make_clock(past.clock, start_at=past.now + _downtime(jr, run_id, past.clock))
     return Engine(past, clock, pool=pool, sinks=[jr, *sinks], config=config,
                   retry_interrupted=retry_interrupted)
+
+
+def _downtime(jr: Journal, run_id: str, clock: str) -> float:
+    """Seconds the run's clock ran on since its last journaled event (spec §5.1, §5.3).
+
+    A real clock keeps running while no process executes the run: a resumed run's
+    time axis continues from the last event plus the wall time since it was written,
+    so a wait that was under way continues its schedule (the remaining part, nothing
+    if it is already due). A simulated clock only moves while the run executes.
+    """
+    if clock != "real":
+        return 0.0
+    summary = next((s for s in jr.runs() if s.run_id == run_id), None)
+    return 0.0 if summary is None else max(0.0, time.time() - summary.last_wall)
 
 
 async def _wake_periodically() -> None:

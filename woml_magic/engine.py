@@ -21,6 +21,7 @@ from .events import (
     JSON,
     AttemptFinished,
     AttemptStarted,
+    CallFinished,
     Event,
     EventSink,
     LogEmitted,
@@ -32,7 +33,7 @@ from .events import (
     WaitScheduled,
 )
 from .explain import explain
-from .model import Run, Step, StepRun, Workflow
+from .model import Attempt, Run, Step, StepRun, Workflow
 from .policy import DurationError, format_duration, parse_duration
 from .runtime import AttemptRequest, AttemptResult, ScriptWorker
 from .services import CallScope, HttpService, StepCalls
@@ -269,10 +270,11 @@ class Engine:
         if sr.status in ("succeeded", "reattached"):
             # spec §5.3: a succeeded step is reattached, its result taken from the journal.
             return self._finish_step(sr, "reattached", sr.result)
-        if sr.status == "pending":
+        if sr.status in ("pending", "not-run"):
+            # "not-run": an earlier resume stopped before it; now its turn has come (§5.3).
             self.emit(StepStarted(run_id=self.run.id, at=self._now(), step_id=step.id,
                                   idempotency_key=sr.idempotency_key))
-        elif sr.status in ("failed", "failed-closed", "not-run"):
+        elif sr.status in ("failed", "failed-closed"):
             if not (self._retry_interrupted and sr.attempts
                     and sr.attempts[-1].outcome == "interrupted"):
                 return sr.status
@@ -286,6 +288,7 @@ class Engine:
             if last.outcome == "running":
                 # spec §5.3: an attempt that started but never finished is interrupted.
                 message = interrupted_message(step.id, last.number)
+                self._close_open_calls(step, last)
                 self.emit(AttemptFinished(
                     run_id=self.run.id, at=self._now(), step_id=step.id, number=last.number,
                     outcome="interrupted",
@@ -320,6 +323,21 @@ class Engine:
             if used >= policy.attempts:
                 return self._finish_step(sr, "failed")
             pending_wait = self._schedule_wait(step, used)
+
+    def _close_open_calls(self, step: Step, attempt: Attempt) -> None:
+        """Record calls left in flight by a dead process as ``ambiguous`` (spec §4.1, §5.3).
+
+        The request may have reached the server; nothing says whether it acted.
+        """
+        for index, call in enumerate(attempt.calls):
+            if call.outcome == "running":
+                self.emit(CallFinished(
+                    run_id=self.run.id, at=self._now(), step_id=step.id,
+                    number=attempt.number, call_index=index, name=call.name,
+                    outcome="ambiguous",
+                    error="the process stopped while the request was in flight; whether "
+                          "the server acted on it is unknown",
+                ))
 
     def _schedule_wait(self, step: Step, after: int) -> float:
         seconds = step.policy.wait(after).total_seconds()

@@ -249,6 +249,7 @@ class Journal:
 
     def _check_existing(self, path: Path) -> None:
         """Inspect an existing file read-only; raise if we must not write to it."""
+        self._roll_back_hot_journal(path)
         ro = self._connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
         try:
             version = ro.execute("PRAGMA user_version").fetchone()[0]
@@ -274,6 +275,23 @@ class Journal:
                 f"{self.path!r} is an SQLite database but not a woml journal "
                 "(no woml-magic meta table); choose another journal path (--journal)"
             )
+
+    def _roll_back_hot_journal(self, path: Path) -> None:
+        """Let SQLite roll back a transaction left by a killed writer (spec §5.2).
+
+        A writer killed while the file was still in rollback mode (while it switched a
+        new journal to WAL) leaves a hot ``-journal``; a read-only connection cannot
+        roll it back and fails with "attempt to write a readonly database". Rolling
+        back restores the last committed state, as any SQLite client does on open.
+        """
+        if not Path(f"{path}-journal").exists():
+            return
+        conn = self._connect(str(path))
+        try:
+            with contextlib.suppress(sqlite3.DatabaseError):  # the inspection reports it
+                conn.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()
+        finally:
+            conn.close()
 
     def _enable_wal(self, conn: sqlite3.Connection) -> None:
         deadline = time.monotonic() + self._busy_timeout

@@ -1,0 +1,139 @@
+"""Script worker speed (spec §4.5): start, restart after kill, round trip, throughput.
+
+Run ``python bench/worker.py``. Prints each figure with its goal and, for the round
+trip, its ratio to a baseline measured in the same run (one bare QuickJS eval in
+this process), so numbers from different machines compare. ``results()`` returns
+the same figures as dicts for ``bench/run_all.py``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import statistics
+import time
+from typing import Any
+
+import quickjs
+
+from woml_magic.runtime import AttemptRequest, AttemptResult, ScriptWorker
+
+ROUNDS = 7
+TRIVIAL = 200
+
+
+def _request(script: str) -> AttemptRequest:
+    return AttemptRequest(
+        script=script, script_line=1, script_column=1, context={}, attempt={}, now_ms=time.time
+    )
+
+
+async def _no_services(name: str, args: list[Any]) -> Any:
+    raise AssertionError(name)
+
+
+async def _attempt(worker: ScriptWorker, script: str) -> AttemptResult:
+    return await worker.run_attempt(_request(script), _no_services, lambda level, text: None)
+
+
+def _baseline_eval_ms() -> float:
+    """One fresh QuickJS context plus ``return 1`` in this process: the floor."""
+    start = time.perf_counter()
+    for _ in range(TRIVIAL):
+        ctx = quickjs.Context()
+        ctx.eval("(async function () { return 1; })()")
+    return (time.perf_counter() - start) * 1000 / TRIVIAL
+
+
+async def _measure() -> list[dict[str, Any]]:
+    cold: list[float] = []
+    restart: list[float] = []
+    for _ in range(ROUNDS):
+        worker = ScriptWorker()
+        start = time.perf_counter()
+        await worker.start()
+        cold.append((time.perf_counter() - start) * 1000)
+        worker.kill()
+        start = time.perf_counter()
+        await worker.start()
+        restart.append((time.perf_counter() - start) * 1000)
+        await worker.aclose()
+
+    worker = ScriptWorker()
+    try:
+        await worker.start()
+        await _attempt(worker, "return 1")  # warm the pipes
+        start = time.perf_counter()
+        for _ in range(TRIVIAL):
+            result = await _attempt(worker, "return 1")
+            assert result.outcome == "succeeded"
+        round_trip = (time.perf_counter() - start) * 1000 / TRIVIAL
+        start = time.perf_counter()
+        for _ in range(TRIVIAL):
+            result = await _attempt(worker, "throw new Error('x')")
+            assert result.outcome == "threw"
+        throwing_per_s = TRIVIAL / (time.perf_counter() - start)
+    finally:
+        await worker.aclose()
+
+    baseline = _baseline_eval_ms()
+    cold_ms = statistics.median(cold)
+    restart_ms = statistics.median(restart)
+    return [
+        {
+            "name": "worker cold start",
+            "value": cold_ms,
+            "unit": "ms",
+            "goal": "<= 100",
+            "ok": cold_ms <= 100,
+        },
+        {
+            "name": "worker restart after kill",
+            "value": restart_ms,
+            "unit": "ms",
+            "goal": "<= 100",
+            "ok": restart_ms <= 100,
+        },
+        {
+            "name": "trivial attempt round trip",
+            "value": round_trip,
+            "unit": "ms",
+            "goal": "<= 5",
+            "ok": round_trip <= 5,
+            "ratio_to_in_process_eval": round_trip / baseline if baseline else None,
+        },
+        {
+            "name": "throwing attempts per second",
+            "value": throwing_per_s,
+            "unit": "1/s",
+            "goal": ">= 200",
+            "ok": throwing_per_s >= 200,
+        },
+        {
+            "name": "in-process QuickJS context + eval (baseline)",
+            "value": baseline,
+            "unit": "ms",
+            "goal": "-",
+            "ok": True,
+        },
+    ]
+
+
+def results() -> list[dict[str, Any]]:
+    """The figures as ``{name, value, unit, goal, ok}`` dicts (for bench/run_all.py)."""
+    return asyncio.run(_measure())
+
+
+def main() -> None:
+    for row in results():
+        extra = ""
+        if row.get("ratio_to_in_process_eval") is not None:
+            extra = f"  ({row['ratio_to_in_process_eval']:.0f}x in-process eval)"
+        mark = "ok" if row["ok"] else "MISSED"
+        print(
+            f"{row['name']:<46} {row['value']:>9.2f} {row['unit']:<4} goal {row['goal']:<7} "
+            f"{mark}{extra}"
+        )
+
+
+if __name__ == "__main__":
+    main()

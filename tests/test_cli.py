@@ -1,0 +1,115 @@
+"""``python -m woml_magic check`` in a real subprocess (spec §2, §3.1)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from woml_magic.__main__ import main
+
+GOOD = """\
+<workflow id="signup">
+  <step id="charge" retry="3" retry-backoff="exponential" retry-delay="1s" retry-max-delay="30s">
+    <script>return 1;</script>
+  </step>
+  <step id="notify" retry="4" retry-delay="250ms"><script>return 2;</script></step>
+  <step id="ping"><script>return 3;</script></step>
+</workflow>
+"""
+
+BAD = """\
+<step id="charge"
+      retry-delay-max="3s">
+  <script>return 1;</script>
+</step>
+"""
+
+
+def woml(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "woml_magic", *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        encoding="utf-8",
+        timeout=60,
+        check=False,
+    )
+
+
+def test_check_prints_each_steps_planned_schedule_and_exits_0(tmp_path: Path) -> None:
+    path = tmp_path / "good.woml"
+    path.write_text(GOOD, encoding="utf-8")
+    done = woml("check", str(path))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [
+        "workflow signup: 3 steps",
+        "charge: 3 attempts, exponential; waits 1s, 2s",
+        "notify: 4 attempts, fixed; waits 250ms, 250ms, 250ms",
+        "ping: 1 attempt; no retry",
+    ]
+    assert done.stderr == ""
+
+
+def test_check_prints_the_error_sentence_line_and_caret_to_stderr_and_exits_1(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "bad.woml"
+    path.write_text(BAD, encoding="utf-8")
+    done = woml("check", str(path))
+    assert done.returncode == 1
+    assert done.stdout == ""
+    assert done.stderr.splitlines() == [
+        f"{path}:2:7: invalid WOML document",
+        'WomlSyntaxError: unknown attribute `retry-delay-max` on <step id="charge">; '
+        "did you mean `retry-max-delay`?",
+        "  line 2, column 7",
+        '     2 |       retry-delay-max="3s">',
+        "       |       ^",
+    ]
+    assert "Traceback" not in done.stderr
+
+
+def test_check_reads_stdin_for_dash() -> None:
+    done = woml(
+        "check",
+        "-",
+        stdin='<step id="a" retry="10" retry-backoff="exponential" '
+        'retry-max-delay="30s"><script/></step>',
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[1] == (
+        "a: 10 attempts, exponential; waits 1s, 2s, 4s, 8s, 16s, 30s, 30s, 30s, 30s"
+    )
+
+
+def test_check_of_a_missing_file_exits_1_with_one_line(tmp_path: Path) -> None:
+    done = woml("check", str(tmp_path / "missing.woml"))
+    assert done.returncode == 1
+    assert done.stderr.startswith("woml check: cannot read")
+    assert "Traceback" not in done.stderr
+
+
+def test_check_of_a_file_that_is_not_utf8_exits_1(tmp_path: Path) -> None:
+    path = tmp_path / "latin1.woml"
+    path.write_bytes('<step id="a"><script>"café"</script></step>'.encode("latin-1"))
+    done = woml("check", str(path))
+    assert done.returncode == 1
+    assert "is not UTF-8 text" in done.stderr
+
+
+def test_check_accepts_a_utf8_byte_order_mark(tmp_path: Path) -> None:
+    path = tmp_path / "bom.woml"
+    path.write_bytes(b"\xef\xbb\xbf" + GOOD.encode())
+    assert woml("check", str(path)).returncode == 0
+
+
+@pytest.mark.parametrize("argv", [[], ["nonsense"], ["check"], ["check", "a", "b"]])
+def test_usage_errors_exit_2(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as info:
+        main(argv)
+    assert info.value.code == 2
+    assert "usage: woml" in capsys.readouterr().err
