@@ -113,3 +113,29 @@ def test_usage_errors_exit_2(argv: list[str], capsys: pytest.CaptureFixture[str]
         main(argv)
     assert info.value.code == 2
     assert "usage: woml" in capsys.readouterr().err
+
+
+def test_run_prints_the_text_timeline_and_exits_by_the_run_status(tmp_path: Path) -> None:
+    good = tmp_path / "good.woml"
+    good.write_text('<step id="a" retry="2" retry-delay="1s"><script>'
+                    'if (attempt.number < 2) throw new Error("x"); return 1;</script></step>')
+    out = subprocess.run([sys.executable, "-m", "woml_magic", "run", "--simulate",
+                          "--run-id", "run-1", str(good)], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert "step a · succeeded" in out.stdout
+    assert "wait 1s" in out.stdout
+    bad = tmp_path / "bad.woml"
+    bad.write_text('<step id="a"><script>throw new Error("x");</script></step>')
+    out = subprocess.run([sys.executable, "-m", "woml_magic", "run", "--simulate", str(bad)],
+                         capture_output=True, text=True)
+    assert out.returncode == 1
+    assert "Error: x" in out.stdout
+
+
+def test_demo_teaches_the_duplicate_charge_lesson() -> None:
+    """The README's main job: without a key the run fails closed; with it, one charge."""
+    out = subprocess.run([sys.executable, "-m", "woml_magic", "demo", "--simulate"],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "ambiguous" in out.stdout
+    assert out.stdout.count("The demo API recorded 1 charge(s).") == 2

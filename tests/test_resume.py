@@ -660,3 +660,38 @@ def _where(run: wm.Run) -> str:
     last = run.events[-1]
     return f"{last.kind} {getattr(last, 'step_id', '')}".strip()
 
+
+
+KILLED_WHILE_CREATING = """
+import os, signal, sqlite3, sys
+conn = sqlite3.connect(sys.argv[1], isolation_level=None)
+conn.execute("PRAGMA cache_size = 1")  # spill pages to the file before the commit
+conn.execute("BEGIN")
+conn.execute("CREATE TABLE filler(x)")
+for _ in range(200):
+    conn.execute("INSERT INTO filler VALUES (randomblob(2000))")
+os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+def test_a_journal_whose_creator_was_killed_before_its_first_commit_opens(
+    journal_path: Path,
+) -> None:
+    """spec §5.2: `kill -9` at any instant — even while a new file is still in rollback
+    mode (as while it switches to WAL) — leaves a journal that opens. Found by the
+    random kills above: a hot `-journal` made the read-only inspection fail."""
+    child = subprocess.run([sys.executable, "-c", KILLED_WHILE_CREATING, str(journal_path)],
+                           check=False)
+    assert child.returncode == -signal.SIGKILL
+    assert Path(f"{journal_path}-journal").exists()  # a hot journal was left behind
+    with journal_path.open("rb") as fh:
+        assert fh.read(16) == b"SQLite format 3\x00"
+
+    with Journal(journal_path) as jr:
+        jr.check()
+        assert jr.runs() == []
+    run = wm.run('<step id="s"><script>return 1;</script></step>', run_id="run-after",
+                 journal=str(journal_path), clock="simulated")
+    assert run.status == "succeeded"
+    with Journal(journal_path) as jr:
+        assert jr.load("run-after").steps["s"].result == 1

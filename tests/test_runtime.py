@@ -637,3 +637,40 @@ def test_chaos_every_bad_class_twenty_times_keeps_the_kernel_healthy() -> None:
     growth_mb = (rss_kib() - before) / 1024
     assert growth_mb < 50, f"parent RSS grew {growth_mb:.1f} MB"
     assert set(children()) <= others
+
+
+PARENT_DIES = """
+import asyncio, os, sys
+from woml_magic.runtime import AttemptRequest, ScriptWorker
+
+async def main():
+    worker = ScriptWorker()
+    spinning = asyncio.Event()
+    req = AttemptRequest(script="console.log('x'); while (true) {}", script_line=1,
+                         script_column=1, context={}, attempt={}, now_ms=lambda: 0.0)
+    async def services(name, args):
+        return None
+    task = asyncio.ensure_future(worker.run_attempt(req, services, lambda lv, t: spinning.set()))
+    await spinning.wait()
+    print(worker.pid, flush=True)
+    os._exit(0)  # no cleanup at all, as if the kernel were killed
+
+asyncio.run(main())
+"""
+
+
+def test_worker_dies_with_its_parent_even_mid_loop() -> None:
+    import subprocess
+    import sys
+    import time
+
+    root = str(Path(__file__).resolve().parents[1])
+    env = {**os.environ, "PYTHONPATH": root}
+    out = subprocess.run(
+        [sys.executable, "-c", PARENT_DIES], capture_output=True, text=True, env=env, timeout=60
+    )
+    pid = int(out.stdout.strip())
+    deadline = time.monotonic() + 10
+    while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not Path(f"/proc/{pid}").exists()

@@ -116,6 +116,7 @@ async def run_async(
     if clock not in ("real", "simulated"):
         raise WomlRunError(f"unknown clock {clock!r}; use 'real' or 'simulated'")
     pool = default_pool()
+    await check_scripts(workflow, pool)  # spec §2.3: nothing runs, nothing is journaled
     with _open_journal(journal) as jr:
         if resume is not None:
             engine = _resume_engine(workflow, jr, resume, pool, sinks, config, retry_interrupted)
@@ -131,7 +132,6 @@ async def run_async(
             run = Run(id=rid, workflow=workflow, clock=clock, payload=check_payload(payload))
             engine = Engine(run, make_clock(clock), pool=pool, sinks=[jr, *sinks],
                             config=config)
-        await check_scripts(workflow, pool)
         if on_engine is not None:
             on_engine(engine)
         waker = asyncio.ensure_future(_wake_periodically())
