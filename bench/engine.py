@@ -110,7 +110,8 @@ def results() -> list[dict[str, Any]]:
 def main() -> None:
     for row in results():
         mark = "ok" if row["ok"] else "MISS"
-        print(f"{row['name']:<48} {row['value']:>10.2f} {row['unit']:<3} goal {row['goal']:<8} {mark}")
+        print(f"{row['name']:<48} {row['value']:>10.2f} {row['unit']:<3} "
+              f"goal {row['goal']:<8} {mark}")
 
 
 if __name__ == "__main__":

@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
-
-import pytest
 
 
 def child_pids() -> set[int]:
@@ -33,8 +30,3 @@ def rss_mb() -> float:
     raise RuntimeError("no VmRSS")
 
 
-@pytest.fixture
-def no_proxy_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy"):
-        monkeypatch.delenv(name, raising=False)
-    yield

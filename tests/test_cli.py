@@ -120,14 +120,15 @@ def test_run_prints_the_text_timeline_and_exits_by_the_run_status(tmp_path: Path
     good.write_text('<step id="a" retry="2" retry-delay="1s"><script>'
                     'if (attempt.number < 2) throw new Error("x"); return 1;</script></step>')
     out = subprocess.run([sys.executable, "-m", "woml_magic", "run", "--simulate",
-                          "--run-id", "run-1", str(good)], capture_output=True, text=True)
+                          "--run-id", "run-1", str(good)],
+                         capture_output=True, text=True, check=False)
     assert out.returncode == 0, out.stderr
     assert "step a · succeeded" in out.stdout
     assert "wait 1s" in out.stdout
     bad = tmp_path / "bad.woml"
     bad.write_text('<step id="a"><script>throw new Error("x");</script></step>')
     out = subprocess.run([sys.executable, "-m", "woml_magic", "run", "--simulate", str(bad)],
-                         capture_output=True, text=True)
+                         capture_output=True, text=True, check=False)
     assert out.returncode == 1
     assert "Error: x" in out.stdout
 
@@ -135,7 +136,7 @@ def test_run_prints_the_text_timeline_and_exits_by_the_run_status(tmp_path: Path
 def test_demo_teaches_the_duplicate_charge_lesson() -> None:
     """The README's main job: without a key the run fails closed; with it, one charge."""
     out = subprocess.run([sys.executable, "-m", "woml_magic", "demo", "--simulate"],
-                         capture_output=True, text=True, timeout=120)
+                         capture_output=True, text=True, timeout=120, check=False)
     assert out.returncode == 0, out.stdout + out.stderr
     assert "ambiguous" in out.stdout
     assert out.stdout.count("The demo API recorded 1 charge(s).") == 2

@@ -124,7 +124,8 @@ def test_threw_retries_on_schedule_and_then_succeeds(clock: str) -> None:
     waits = [e.seconds for e in events if isinstance(e, WaitScheduled)]
     assert waits == [0.1, 0.2]
     a1, a2, a3 = sr.attempts
-    assert a1.ended_at is not None and a2.ended_at is not None
+    assert a1.ended_at is not None
+    assert a2.ended_at is not None
     assert a2.started_at - a1.ended_at == pytest.approx(0.1, abs=0.05)
     assert a3.started_at - a2.ended_at == pytest.approx(0.2, abs=0.05)
     assert [round(w, 1) for w in sr.waits] == [0.1, 0.2]
@@ -145,7 +146,8 @@ def test_exhausted_retries_fail_the_step_and_later_steps_do_not_run(clock: str) 
     assert run.steps["b"].status == "not-run"
     assert run.status == "failed"
     last = run.steps["a"].attempts[-1]
-    assert last.error is not None and last.error.name == "TypeError"
+    assert last.error is not None
+    assert last.error.name == "TypeError"
     assert "last allowed attempt" in last.explanation
 
 
@@ -223,7 +225,8 @@ def test_idempotency_key_follows_the_spec_formula() -> None:
 
 
 def test_errors_carry_name_message_and_cell_line() -> None:
-    doc = '<step id="s">\n<script>\nconst a = 1;\nthrow new RangeError("too far");\n</script>\n</step>'
+    doc = ('<step id="s">\n<script>\nconst a = 1;\nthrow new RangeError("too far");\n'
+           "</script>\n</step>")
     run = wm.run(doc, clock="simulated")
     error = run.steps["s"].attempts[0].error
     assert error is not None

@@ -665,6 +665,7 @@ def _where(run: wm.Run) -> str:
 KILLED_WHILE_CREATING = """
 import os, signal, sqlite3, sys
 conn = sqlite3.connect(sys.argv[1], isolation_level=None)
+conn.execute("VACUUM")  # an empty database with its header, as after the WAL switch began
 conn.execute("PRAGMA cache_size = 1")  # spill pages to the file before the commit
 conn.execute("BEGIN")
 conn.execute("CREATE TABLE filler(x)")

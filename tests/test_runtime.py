@@ -667,10 +667,23 @@ def test_worker_dies_with_its_parent_even_mid_loop() -> None:
     root = str(Path(__file__).resolve().parents[1])
     env = {**os.environ, "PYTHONPATH": root}
     out = subprocess.run(
-        [sys.executable, "-c", PARENT_DIES], capture_output=True, text=True, env=env, timeout=60
+        [sys.executable, "-c", PARENT_DIES],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+        check=True,
     )
     pid = int(out.stdout.strip())
+
+    def alive() -> bool:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            return False
+        return state != "Z"  # a zombie has exited; only its reaper is pending
+
     deadline = time.monotonic() + 10
-    while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
+    while alive() and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert not Path(f"/proc/{pid}").exists()
+    assert not alive()

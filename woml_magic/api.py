@@ -16,7 +16,7 @@ import secrets
 import signal
 import threading
 import time
-from collections.abc import Callable, Generator, Iterable
+from collections.abc import Callable, Coroutine, Generator, Iterable
 from typing import TYPE_CHECKING, Any
 
 from .clock import make_clock
@@ -244,7 +244,9 @@ def run(
     return _drive(loop, coro, engines)
 
 
-def _drive(loop: asyncio.AbstractEventLoop, coro: Any, engines: list[Engine]) -> Run:
+def _drive(
+    loop: asyncio.AbstractEventLoop, coro: Coroutine[Any, Any, Run], engines: list[Engine]
+) -> Run:
     """Run ``coro`` on ``loop``; turn SIGINT into an ``interrupted`` attempt, then re-raise."""
     task = loop.create_task(coro)
     interrupted = False

@@ -17,8 +17,8 @@ import heapq
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
-from contextlib import contextmanager, nullcontext
-from typing import ContextManager, Literal
+from contextlib import AbstractContextManager, contextmanager, nullcontext
+from typing import Literal
 
 ClockKind = Literal["real", "simulated"]
 _MAX_DEFERRALS = 1000
@@ -45,7 +45,7 @@ class Clock(ABC):
     async def sleep(self, seconds: float) -> None:
         """Wait ``seconds`` on this clock."""
 
-    def busy(self) -> ContextManager[None]:
+    def busy(self) -> AbstractContextManager[None]:
         """Mark real work in progress (a script running, a request in flight)."""
         return nullcontext()
 

@@ -69,7 +69,7 @@ class WomlJournalError(WomlError):
         return [f"WomlJournalError: {self}"]
 
 
-class ServiceRejection(Exception):  # noqa: N818 - it is a rejection, not a Python-side error
+class ServiceRejection(Exception):
     """A ``services.*`` call that rejects its promise inside the script (spec §4.1).
 
     Not a ``WomlError``: it never reaches the user as a Python exception. The script

@@ -453,7 +453,7 @@ class Journal:
 
     def _parse_source(self, run_id: str, started: RunStarted) -> Workflow:
         # Lazy: the parser pulls in lxml, which listing or appending never needs.
-        from .parse import parse  # noqa: PLC0415
+        from .parse import parse
 
         try:
             workflow: Workflow = parse(started.source)

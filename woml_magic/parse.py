@@ -417,7 +417,7 @@ def _diagnose_tag(text: str, lt: int) -> tuple[int, str]:
 def _check_well_formed(blanked: str, loc: _Locator) -> None:
     """Pass 2: lxml confirms XML well-formedness; no DTD, entity or network access."""
     # Imported here so that `import woml_magic` stays cheap (lxml costs ~10 ms).
-    from lxml import etree  # noqa: PLC0415
+    from lxml import etree
 
     parser = etree.XMLParser(
         resolve_entities=False,
