@@ -402,6 +402,30 @@ def test_kill_with_a_request_in_flight_resends_it_only_when_asked_and_with_the_s
     assert requests_to(api, "/customers") == 1  # the customer step was reattached
 
 
+def test_retry_interrupted_also_runs_the_steps_an_earlier_resume_left_not_run(
+    spawn: Callable[..., Child], api: DemoAPI, journal_path: Path
+) -> None:
+    """spec §5.3: after a resume that failed closed (later steps `not-run`), a resume with
+    --retry-interrupted continues the interrupted step and then runs the later steps."""
+    api.delay_next(1, 1.0)  # the customer request: held while the child is killed
+    child = spawn("run-notrun", DOC, {"url": api.url}, journal_path)
+    wait_until(lambda: requests_to(api, "/customers") == 1)
+    child.kill()
+    assert_nothing_lost(child, journal_path)
+    first = wm.run(DOC, journal=str(journal_path), resume="run-notrun")
+    assert (first.steps["customer"].status, first.steps["charge"].status) == (
+        "failed-closed", "not-run")
+    wait_until(lambda: all(r.answered for r in api.requests))
+
+    run = wm.run(DOC, journal=str(journal_path), resume="run-notrun", retry_interrupted=True)
+
+    assert run.status == "succeeded"
+    assert outcomes(run, "customer") == ["interrupted", "succeeded"]
+    assert outcomes(run, "charge") == ["succeeded"]
+    assert [r.outcome for r in api.requests] == ["executed", "replayed", "executed"]
+    assert len(api.records("customers")) == 1
+
+
 # -- kill during a wait -----------------------------------------------------------------
 
 

@@ -29,7 +29,7 @@ def timeline_widget(
     clock_now: Callable[[], float] | None = None,
 ) -> Any:
     """A ``TimelineWidget`` of ``run`` (ipywidgets loads only here, on first use)."""
-    from .timeline import TimelineWidget  # noqa: PLC0415 - keeps ipywidgets off import
+    from .timeline import TimelineWidget  # here, so ipywidgets loads only on first use
 
     return TimelineWidget(run, on_cancel=on_cancel, live=live, clock_now=clock_now)
 
