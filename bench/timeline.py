@@ -21,14 +21,10 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-# Run from a checkout: import the package from the repository root. The script's own
-# folder leaves sys.path, since a bench module there (bench/http.py) would shadow the
-# standard library's `http` for everything imported after it.
-_BENCH = Path(__file__).resolve().parent
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _BENCH]
-sys.path.insert(0, str(_BENCH.parent))
+# Run from a checkout without an install: the repository root comes first.
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from woml_magic.events import (  # noqa: E402 - after the path tweak, for a checkout run
+from woml_magic.events import (
     AttemptFinished,
     AttemptStarted,
     LogEmitted,
@@ -38,9 +34,9 @@ from woml_magic.events import (  # noqa: E402 - after the path tweak, for a chec
     StepStarted,
     WaitScheduled,
 )
-from woml_magic.model import Run, Step, Workflow  # noqa: E402
-from woml_magic.policy import RetryPolicy  # noqa: E402
-from woml_magic.timeline import render_html  # noqa: E402
+from woml_magic.model import Run, Step, Workflow
+from woml_magic.policy import RetryPolicy
+from woml_magic.timeline import render_html
 
 LIVE_GOAL_MS = 20.0
 HTML_GOAL_MS = 500.0

@@ -202,8 +202,8 @@ NB01 = [
     t0 = time.monotonic()
     simulated = wm.run(LONG, clock="simulated")
     wall = time.monotonic() - t0
-    print(f"simulated: the run's clock says {simulated.now:.1f}s; the wall clock took "
-          f"{'under' if wall < 1 else 'over'} one second")
+    print(f"simulated: the run's clock says {simulated.now:.1f}s; "
+          f"the wall clock says {wall:.2f}s")
     """),
     md("""
     ## The same policy in Temporal and AWS Step Functions
@@ -246,6 +246,8 @@ NB01 = [
         interval = policy.delay.total_seconds()
         if interval < 1 or not float(interval).is_integer():
             return None  # IntervalSeconds is a whole number of seconds, at least 1
+        # States.TaskFailed matches task errors but not States.Timeout: like WOML,
+        # this retrier does not repeat a timed-out task.
         retrier = {"ErrorEquals": ["States.TaskFailed"],
                    "MaxAttempts": policy.attempts - 1,  # retries, not attempts
                    "IntervalSeconds": int(interval),
@@ -469,7 +471,10 @@ NB02 = [
     Catching the error does not help: if the attempt then fails for any reason, the
     outcome is still `ambiguous` — the uncertainty about the charge is still there.
     """),
-    code("api.drop_response_next(1)"),
+    code("""
+    api.reset()                # forget the first charge, so the count starts at 0
+    api.drop_response_next(1)
+    """),
     code("""
     %%woml --simulate --payload demo --out caught
     <step id="charge" retry="3" retry-delay="200ms">

@@ -96,3 +96,15 @@ def test_resume_with_a_changed_document_names_the_run(tmp_path: Path) -> None:
 def test_a_workflow_object_runs_like_its_text() -> None:
     wf = wm.parse(DOC)
     assert wm.run(wf, clock="simulated").steps["s"].status == "succeeded"
+
+
+def test_start_with_resume_of_a_finished_run_hands_back_the_journaled_run(
+    tmp_path: Path,
+) -> None:
+    path = str(tmp_path / "j.sqlite3")
+    first = wm.run(DOC, clock="simulated", journal=path)
+    handle = wm.start(DOC, clock="simulated", journal=path, resume=first.id)
+    again = handle.result(timeout=30)
+    assert again.id == first.id
+    assert handle.run.status == "succeeded"
+    assert [a.outcome for a in again.steps["s"].attempts] == ["threw", "succeeded"]

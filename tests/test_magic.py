@@ -7,7 +7,6 @@ directory and unloads it afterwards, so no journal, handle or setting leaks.
 
 from __future__ import annotations
 
-import inspect
 import logging
 import stat
 from collections.abc import Iterator
@@ -21,7 +20,6 @@ from traitlets.config import Config
 
 from woml_magic.magic import WomlMagics
 from woml_magic.model import Run
-from woml_magic.parse import parse
 
 SUCCEEDS = '<step id="ok"><script>return {answer: 42, payload: context.payload};</script></step>'
 THROWS = (
@@ -417,16 +415,12 @@ def test_config_journal_memory_keeps_runs_for_the_session(
 
 def test_config_default_timeout_applies_to_steps_without_a_timeout(ip: InteractiveShell) -> None:
     ip.run_line_magic("config", 'Woml.default_timeout = "5s"')
-    cell = '<step id="nap"><script>await services.sleep("10s"); return 1;</script></step>'
-    if "default_timeout" in inspect.signature(parse).parameters:
-        run = woml(ip, "--simulate", cell)
-        assert run.steps["nap"].step.timeout.total_seconds() == 5
-        assert run.steps["nap"].attempts[0].outcome == "timeout"
-    else:
-        # The parser cannot tell an explicit timeout="30s" from the default yet; the
-        # magic says so instead of silently ignoring the setting.
-        with pytest.raises(UsageError, match="cannot be applied"):
-            woml(ip, "--simulate", cell)
+    cell = ('<step id="nap"><script>await services.sleep("10s"); return 1;</script></step>'
+            '<step id="given" timeout="20s"><script>return 2;</script></step>')
+    run = woml(ip, "--simulate", cell)
+    assert run.steps["nap"].step.timeout.total_seconds() == 5
+    assert run.steps["nap"].attempts[0].outcome == "timeout"
+    assert run.workflow.step("given").timeout.total_seconds() == 20
 
 
 # -- background runs and cancel -------------------------------------------------------------

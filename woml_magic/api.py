@@ -291,11 +291,14 @@ class RunHandle:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._error: BaseException | None = None
+        self._result: Run | None = None  # the Run the task returned
 
     @property
     def run(self) -> Run:
         """The live ``Run``, updated as events arrive."""
         self._engine_ready.wait(timeout=30)
+        if self._result is not None:
+            return self._result
         if self._engine is None:
             if self._error is not None:
                 raise self._error
@@ -383,9 +386,10 @@ def start(
 
     async def main() -> Run:
         try:
-            return await run_async(text_or_workflow, payload, clock, run_id, journal, resume,
-                                   retry_interrupted, sinks=sinks, config=config,
-                                   on_engine=got_engine)
+            handle._result = await run_async(
+                text_or_workflow, payload, clock, run_id, journal, resume, retry_interrupted,
+                sinks=sinks, config=config, on_engine=got_engine)
+            return handle._result
         except asyncio.CancelledError:
             if handle._engine is None:
                 raise

@@ -108,7 +108,7 @@ async def check_scripts(workflow: Workflow, pool: WorkerPool) -> None:
                     f"JavaScript syntax error in the script of step {step.id!r}: {message}",
                     line,
                     column,
-                ).with_source(workflow.source)
+                ).with_source(workflow.cell_text())
 
 
 class _Activity:

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import inspect
 import keyword
 import os
 import shlex
@@ -35,7 +34,7 @@ from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments
 
 from . import api
-from .config import SPEC_DEFAULT_TIMEOUT, settings_for
+from .config import settings_for
 from .engine import Engine, EngineConfig, check_scripts
 from .errors import WomlError, WomlJournalError, WomlRunError, WomlSyntaxError
 from .journal import MEMORY, Journal
@@ -340,17 +339,8 @@ class WomlMagics(Magics):
             raise UsageError(f"--payload {expr}: {exc}") from None
 
     def _parse(self, cell: str, source: str) -> Workflow:
-        kwargs: dict[str, Any] = {}
-        if self.settings.default_timeout != SPEC_DEFAULT_TIMEOUT:
-            if "default_timeout" not in inspect.signature(parse).parameters:
-                raise UsageError(
-                    f"Woml.default_timeout {self.settings.default_timeout!r} cannot be applied: "
-                    "this version of woml_magic.parse has no default_timeout; give steps a "
-                    "timeout attribute, or %config Woml.default_timeout = '30s'"
-                )
-            kwargs["default_timeout"] = self.settings.timeout()
         with _as_usage_errors(source):
-            return parse(cell, line_offset=1, **kwargs)
+            return parse(cell, line_offset=1, default_timeout=self.settings.timeout())
 
     def _journal(self, path: str | None) -> Journal:
         """The session's open journal for ``path`` (default ``Woml.journal``), spec §5.2."""

@@ -70,6 +70,11 @@ class Workflow:
     id: str
     steps: tuple[Step, ...]
     source: str = ""
+    line_offset: int = 0  # lines before ``source`` in the cell (the ``%%woml`` line)
+
+    def cell_text(self) -> str:
+        """``source`` padded so its line numbers are the cell's (for error carets)."""
+        return "\n" * self.line_offset + self.source
 
     def step(self, step_id: str) -> Step:
         for s in self.steps:

@@ -486,7 +486,7 @@ def _validate(text: str, scan: _Scan, loc: _Locator, default_timeout: timedelta)
             )
         seen[step.id] = step.line
         steps.append(step)
-    return Workflow(id=workflow_id, steps=tuple(steps), source=text)
+    return Workflow(id=workflow_id, steps=tuple(steps), source=text, line_offset=loc.line_offset)
 
 
 def _unexpected_element(tag: _Tag, tags: list[_Tag], loc: _Locator) -> WomlSyntaxError:

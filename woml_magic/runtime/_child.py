@@ -175,7 +175,20 @@ class AttemptRunner:
             while ctx.execute_pending_job():
                 pass
             report = json.loads(host("finish"))
-            if report["state"] != "pending" or report["pendingCalls"] == 0:
+            if report["state"] != "pending":
+                break
+            if report["pendingCalls"] == 0 and not (report["oom"] or report["nullCaught"]):
+                # Nothing can ever settle the script's promise (there are no timers): the
+                # attempt ends by its timeout, judged by the kernel (spec §3.2 `timeout`).
+                self.channel.send({
+                    "type": "log", "id": self.id, "level": "warn",
+                    "text": "the script awaits a promise that nothing will settle; "
+                            "the attempt will end at its timeout",
+                })
+                while self.channel.receive() is not None:
+                    pass
+                sys.exit(0)
+            if report["pendingCalls"] == 0:
                 break
             reply = self._next_reply()
             if reply is None:
@@ -196,17 +209,6 @@ class AttemptRunner:
             self._crash_oom()
             return
         state = report["state"]
-        if state == "pending":
-            self._done(
-                "threw",
-                name="Error",
-                message=(
-                    "the script's promise can never settle: it awaits something that "
-                    "nothing will resolve (only services.* calls complete later)"
-                ),
-                line=None,
-            )
-            return
         if state == "rejected":
             error = report["error"]
             if error["isNull"]:

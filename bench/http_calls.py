@@ -5,8 +5,7 @@ so machine noise hits both alike. The managed call runs with a no-op ``emit`` (n
 journal): this measures validation, events, redaction and response decoding only. The
 engine-path figure (worker round trip and journal commit) is measured elsewhere.
 
-Goal: managed p50 at most 1.5x the bare p50. Run: ``python bench/http.py [requests]``
-or ``python -m bench.http``.
+Goal: managed p50 at most 1.5x the bare p50. Run: ``python bench/http_calls.py [requests]``.
 """
 
 from __future__ import annotations
@@ -14,13 +13,8 @@ from __future__ import annotations
 import os
 import sys
 
-# Run as a script, this file's folder comes first on sys.path and its name would shadow
-# the standard library's ``http``; put the repository root there instead. The imports
-# below come after this fix on purpose.
-# ruff: noqa: E402
-_HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != _HERE]
-sys.path.insert(0, os.path.dirname(_HERE))
+# Run from a checkout without an install: the repository root comes first.
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import asyncio
 import contextlib

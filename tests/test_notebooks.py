@@ -1,0 +1,237 @@
+"""The teaching notebooks run top to bottom in a real kernel (STYLE 12: docs are executed).
+
+Every ``notebooks/*.ipynb`` is executed with nbclient in a fresh ipykernel whose working
+directory is a temporary one (so no ``.woml`` journal lands in the repository). A
+notebook fails on any error output or any traceback on stderr, and each lesson is
+checked against the facts it prints: the charge counts of the duplicate-charge lesson
+(spec §4.2, §8), the schedules of spec §3.1, the fail-closed outcomes of spec §3.2,
+the key formula of spec §3.5 and the resume message of spec §5.3.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import re
+from pathlib import Path
+from types import ModuleType
+
+import nbformat
+import pytest
+from nbclient import NotebookClient
+
+pytestmark = pytest.mark.kernel
+
+NOTEBOOKS_DIR = Path(__file__).resolve().parents[1] / "notebooks"
+NOTEBOOKS = sorted(NOTEBOOKS_DIR.glob("*.ipynb"))
+
+#: spec §5.3, verbatim: the interrupted attempt's error message.
+INTERRUPTED_MESSAGE = (
+    "attempt 1 of pay was interrupted; whether its effects happened is unknown. Check the "
+    "external system, then resume with --retry-interrupted to run it again with the same "
+    "idempotency key."
+)
+
+#: Lines each notebook must print (exactly, as whole lines). A notebook not listed is
+#: still executed and checked for errors.
+FACTS: dict[str, list[str]] = {
+    "01-retries-and-backoff.ipynb": [
+        # spec §2.2: retry counts attempts, not retries after the first
+        "attempts: 4",
+        # spec §3.1: exponential 1s → waits 1s, 2s before attempt 3 succeeds
+        "outcomes: ['threw', 'threw', 'succeeded']",
+        "waits (s): [1.0, 2.0]",
+        # spec §3.1's own example: retry="10" exponential 1s max 30s
+        "capped waits: [1, 2, 4, 8, 16, 30, 30, 30, 30]",
+        "simulated time at the end: 151s",
+        # spec §2.2: retry-max-delay has no effect with fixed (the header says so)
+        "3 attempts · fixed 5s (retry-max-delay has no effect with fixed backoff)",
+        "real-clock waits (s): [0.2, 0.2]",
+        "same schedule: True",
+    ],
+    "02-failing-closed.ipynb": [
+        "    TypeError: result.items[3].amount is NaN",  # spec §3.3: the path is named
+        "timed out at 30s of simulated time",  # spec §5.1: judged on the run's clock
+        "outcome: cancelled",
+        "charges the API recorded: 1",
+        "the cell was interrupted",
+        "after all that: succeeded",  # spec §3.2: the kernel stays healthy
+    ],
+    "03-idempotency-keys.ipynb": [
+        "naive retry, charges recorded: 2",
+        # spec §4.2: without a key the run fails closed, but the charge did happen
+        "run: failed | attempts: 1 | outcome: ambiguous",
+        "without a key, charges recorded: 1",
+        # with the key the retry is replayed by the server: exactly one charge
+        "run: succeeded | outcomes: ['threw', 'succeeded']",
+        "what the server did: ['dropped', 'replayed']",
+        "with a key, charges recorded: 1",
+        "one key for all attempts: True",
+        "a new run, a new key: True",
+        # spec §3.5: the namespace, the formula, and the spec's example key
+        "namespace: b7c33995-d21b-55a8-81d6-82ec4d685111",
+        "the formula matches: True",
+        "spec example run-1/charge: 4e3b1916-7901-53c2-9575-f70651305d8b",
+    ],
+    "04-resume-and-reattach.ipynb": [
+        "child exit code: -9",
+        "charges the API recorded: 1",
+        # spec §5.3: succeeded steps are reattached; the open attempt fails closed
+        "order: reattached",
+        "pay: failed-closed | attempt 1: interrupted",
+        INTERRUPTED_MESSAGE,
+        # --retry-interrupted: the next attempt, the same key
+        "run: succeeded | pay: ['interrupted', 'succeeded']",
+        "same key on both attempts: True",
+        # spec §4.3: the journaled call is reattached and not sent again
+        "  create-customer: status 201, replayed True",
+        "  create-charge: status 201, replayed False",
+        "new requests to the API: [('/charges', 'replayed')]",
+        "customer requests unchanged: True",
+        "after resume, customers: 1 | charges: 1",
+    ],
+}
+
+#: spec §3.2: in notebook 02 every step has retry="3" and each ends after attempt 1.
+FAIL_CLOSED_OUTCOMES = [
+    "timeout",
+    "timeout",
+    "invalid-json",
+    "oversized",
+    "crash",
+    "cancelled",
+    "ambiguous",
+    "ambiguous",
+    "interrupted",
+]
+
+
+def kernel_env(tmp_path: Path) -> dict[str, str]:
+    """A kernel environment that writes nothing outside ``tmp_path``."""
+    env = dict(os.environ)
+    for name in ("JUPYTER_CONFIG_DIR", "JUPYTER_DATA_DIR", "JUPYTER_RUNTIME_DIR", "IPYTHONDIR"):
+        path = tmp_path / name.lower()
+        path.mkdir(exist_ok=True)
+        env[name] = str(path)
+    env["PYTHONPATH"] = os.pathsep.join([str(NOTEBOOKS_DIR.parent), env.get("PYTHONPATH", "")])
+    return env
+
+
+def execute(path: Path, cwd: Path) -> nbformat.NotebookNode:
+    nb = nbformat.read(path, as_version=4)
+    client = NotebookClient(
+        nb,
+        timeout=90,
+        kernel_name="python3",
+        allow_errors=True,  # collect every error, then report them all below
+        resources={"metadata": {"path": str(cwd)}},
+    )
+    client.execute(cwd=str(cwd), env=kernel_env(cwd))
+    return nb
+
+
+def problems(nb: nbformat.NotebookNode) -> list[str]:
+    """Every error output and every stderr traceback, with the cell that produced it."""
+    found = []
+    for i, cell in enumerate(nb.cells):
+        for out in cell.get("outputs", []):
+            if out.output_type == "error":
+                found.append(f"cell {i}: {out.ename}: {out.evalue}\n{cell.source}")
+            elif out.output_type == "stream" and out.name == "stderr" and "Traceback" in out.text:
+                found.append(f"cell {i} stderr:\n{out.text}")
+    return found
+
+
+def stdout_lines(nb: nbformat.NotebookNode) -> list[str]:
+    text = "".join(
+        out.text
+        for cell in nb.cells
+        for out in cell.get("outputs", [])
+        if out.output_type == "stream" and out.name == "stdout"
+    )
+    return text.splitlines()
+
+
+@pytest.fixture(scope="module")
+def executed(tmp_path_factory: pytest.TempPathFactory) -> dict[str, nbformat.NotebookNode]:
+    """Each notebook executed once, lazily, in its own temporary working directory."""
+    return {}
+
+
+def run_once(
+    name: str, executed: dict[str, nbformat.NotebookNode], tmp_path_factory: pytest.TempPathFactory
+) -> nbformat.NotebookNode:
+    if name not in executed:
+        cwd = tmp_path_factory.mktemp(name.split(".")[0])
+        executed[name] = execute(NOTEBOOKS_DIR / name, cwd)
+        # The notebooks keep their journals in memory or in their own temp dir.
+        assert not (cwd / ".woml").exists(), f"{name} left a journal in its working directory"
+    return executed[name]
+
+
+def test_there_are_notebooks_to_run() -> None:
+    assert len(NOTEBOOKS) >= 4, NOTEBOOKS
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.name for p in NOTEBOOKS])
+def test_notebook_runs_top_to_bottom_without_errors(
+    path: Path,
+    executed: dict[str, nbformat.NotebookNode],
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    nb = run_once(path.name, executed, tmp_path_factory)
+    assert problems(nb) == []
+    lines = stdout_lines(nb)
+    missing = [fact for fact in FACTS.get(path.name, []) if fact not in lines]
+    assert missing == [], "\n".join(lines)
+
+
+def test_failing_closed_notebook_stops_every_class_after_one_attempt(
+    executed: dict[str, nbformat.NotebookNode], tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    # spec §3.2: every outcome but `threw` fails closed, whatever `retry` says.
+    nb = run_once("02-failing-closed.ipynb", executed, tmp_path_factory)
+    attempts = [
+        m.groups() for line in stdout_lines(nb) if (m := re.fullmatch(r"  attempt (\d+): (\S+)", line))
+    ]
+    assert attempts == [("1", outcome) for outcome in FAIL_CLOSED_OUTCOMES]
+
+
+def test_notebook_04_reuses_the_interrupted_attempts_key(
+    executed: dict[str, nbformat.NotebookNode], tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    # spec §5.3: --retry-interrupted runs the step again with the same idempotency key;
+    # the key itself is the spec §3.5 formula for run checkout-1, step pay.
+    from woml_magic.model import idempotency_key
+
+    nb = run_once("04-resume-and-reattach.ipynb", executed, tmp_path_factory)
+    shown = "\n".join(
+        out.data.get("text/plain", "")
+        for cell in nb.cells
+        for out in cell.get("outputs", [])
+        if out.output_type in ("display_data", "execute_result")
+    )
+    assert f"key     {idempotency_key('checkout-1', 'pay')}" in shown
+
+
+def load_builder() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("_build", NOTEBOOKS_DIR / "_build.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.name for p in NOTEBOOKS])
+def test_stored_notebook_is_what_the_builder_makes_without_outputs(path: Path) -> None:
+    build = load_builder()
+    assert path.name in build.NOTEBOOKS, f"{path.name} is not generated by notebooks/_build.py"
+    stored = nbformat.read(path, as_version=4)
+    assert all(not c.get("outputs") and c.get("execution_count") is None
+               for c in stored.cells if c.cell_type == "code")
+    fresh = build.notebook(build.NOTEBOOKS[path.name])
+    assert [(c.cell_type, c.source) for c in stored.cells] == [
+        (c.cell_type, c.source) for c in fresh.cells
+    ], "the notebook is stale: run python notebooks/_build.py"
+    assert json.loads(json.dumps(stored.metadata["kernelspec"]))["name"] == "python3"
