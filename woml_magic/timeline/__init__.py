@@ -33,7 +33,7 @@ def mimebundle(run: Run) -> dict[str, Any]:
 def __getattr__(name: str) -> Any:
     # ipywidgets loads only when someone asks for the widget (spec §6.3, STYLE 4).
     if name == "TimelineWidget":
-        from .widget import TimelineWidget  # noqa: PLC0415 - lazy on purpose (see above)
+        from .widget import TimelineWidget
 
         return TimelineWidget
     raise AttributeError(f"module 'woml_magic.timeline' has no attribute {name!r}")
