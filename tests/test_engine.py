@@ -338,3 +338,16 @@ def test_chaos_leaves_the_kernel_small_and_no_worker_behind() -> None:
     assert rss_mb() - before < 50
     asyncio.run(default_pool().aclose())
     assert child_pids() == set()
+
+
+def test_a_script_that_runs_code_while_compiling_is_stopped_by_the_check(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """spec §2.3/§4.5: closing the function early cannot hang the compile step."""
+    import woml_magic.engine as engine
+
+    monkeypatch.setattr(engine, "CHECK_SECONDS", 1.0)
+    with pytest.raises(wm.WomlSyntaxError, match="did not finish within 1s"):
+        wm.run(step("}), (() => { while (true) {} })(), (async function () {"),
+               clock="simulated")
+    assert wm.run(step("return 3;"), clock="simulated").steps["s"].result == 3

@@ -682,7 +682,6 @@ def test_sigkill_at_random_instants_never_loses_or_duplicates_anything(
                         if r.idempotency_key == key and r.outcome == "executed"]
             assert len(executed) == 1, (i, step, path_name)
     # The seeded instants really spread over the workflow.
-    print(dict(killed_in), opening, span)
     assert len(killed_in) >= 4, killed_in
 
 

@@ -43,6 +43,8 @@ RETRYABLE = "threw"
 #: User actions keep their own outcome even after an unkeyed ambiguous call (spec §4.2).
 _USER_STOPS = ("cancelled", "interrupted")
 MAX_SLEEP_SECONDS = 24 * 3600.0
+#: How long compiling one script may take before the check gives up (spec §2.3).
+CHECK_SECONDS = 10.0
 
 
 @dataclass(frozen=True)
@@ -101,7 +103,19 @@ async def check_scripts(workflow: Workflow, pool: WorkerPool) -> None:
     """Compile every script before anything runs (spec §2.3); raise ``WomlSyntaxError``."""
     async with pool.worker() as worker:
         for step in workflow.steps:
-            problem = await worker.check_syntax(step.script, step.script_line, step.script_column)
+            try:
+                problem = await asyncio.wait_for(
+                    worker.check_syntax(step.script, step.script_line, step.script_column),
+                    CHECK_SECONDS,
+                )
+            except asyncio.TimeoutError:
+                # Only a script that closes its own function early can run code here.
+                problem = (
+                    f"compiling it did not finish within {CHECK_SECONDS:g}s; a script must be "
+                    "the body of one async function (is there an unbalanced `}`?)",
+                    step.script_line,
+                    step.script_column,
+                )
             if problem is not None:
                 message, line, column = problem
                 raise WomlSyntaxError(
