@@ -15,6 +15,7 @@ recorded before the kill is lost" is checked against what the child saw committe
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import queue
@@ -118,7 +119,10 @@ class Child:
     def _read(self) -> None:
         assert self.proc.stdout is not None
         for raw in self.proc.stdout:
-            self._queue.put(json.loads(raw))
+            # Each line is one write() shorter than PIPE_BUF, so a kill cannot split it;
+            # skip anything else rather than die in this thread.
+            with contextlib.suppress(ValueError):
+                self._queue.put(json.loads(raw))
         self._queue.put(None)
 
     def _take(self, timeout: float) -> dict[str, Any] | None:
