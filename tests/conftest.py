@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
+from collections.abc import Iterator
+
+import pytest
 
 
 def child_pids() -> set[int]:
@@ -30,3 +34,20 @@ def rss_mb() -> float:
     raise RuntimeError("no VmRSS")
 
 
+
+
+@pytest.fixture(autouse=True)
+def _close_leftover_event_loop() -> Iterator[None]:
+    """Close an event loop a test left set as current.
+
+    ``wm.run`` inside a running loop applies nest_asyncio (as in a notebook), which
+    patches ``asyncio.run`` process-wide to reuse the loop of ``get_event_loop()``;
+    that loop would otherwise stay open until garbage collection warns about it.
+    """
+    yield
+    local = getattr(asyncio.get_event_loop_policy(), "_local", None)
+    loop = getattr(local, "_loop", None)
+    if isinstance(loop, asyncio.AbstractEventLoop) and not loop.is_running():
+        if not loop.is_closed():
+            loop.close()
+        asyncio.set_event_loop(None)

@@ -108,7 +108,7 @@ def lab(tmp_path: Path) -> Iterator[str]:
     )
     try:
         base = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 120  # generous: CI machines can be busy
         with httpx.Client(trust_env=False) as client:
             while True:
                 try:
