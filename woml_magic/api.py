@@ -389,7 +389,6 @@ def start(
             handle._result = await run_async(
                 text_or_workflow, payload, clock, run_id, journal, resume, retry_interrupted,
                 sinks=sinks, config=config, on_engine=got_engine)
-            return handle._result
         except asyncio.CancelledError:
             if handle._engine is None:
                 raise
@@ -397,6 +396,8 @@ def start(
         except BaseException as exc:
             handle._error = exc
             raise
+        else:
+            return handle._result
         finally:
             ready.set()
 
