@@ -373,3 +373,18 @@ def test_fixed_policy_with_max_delay_says_it_has_no_effect() -> None:
     policy = RetryPolicy(3, "fixed", timedelta(seconds=2), timedelta(seconds=5))
     text = render_text(Recorder(workflow(("s", policy))).run)
     assert "retry-max-delay has no effect with fixed backoff" in text
+
+
+def test_the_gap_after_an_interrupted_attempt_is_labelled_resumed_not_wait() -> None:
+    """spec §5.3: --retry-interrupted starts the next attempt at once; no wait was scheduled."""
+    from timeline_runs import CHARGE_POLICY, Recorder, workflow
+
+    rec = Recorder(workflow(("charge", CHARGE_POLICY)))
+    rec.step("charge", 0.0)
+    rec.start("charge", 1, 0.0)
+    rec.finish("charge", 1, 0.5, "interrupted", error=("InterruptedError", "stopped", None))
+    rec.start("charge", 2, 3.0)
+    rec.finish("charge", 2, 3.2, "succeeded")
+    text = render_text(rec.run)
+    assert "resumed" in text
+    assert "wait 2.5s" not in text

@@ -187,6 +187,7 @@ class Engine:
         self._config = config or EngineConfig()
         self._retry_interrupted = retry_interrupted
         self._stop_reason: str | None = None
+        self._last_seen = run.now  # on resume: the last time the journal recorded
         self._http: HttpService | None = None
 
     # -- events ---------------------------------------------------------------------
@@ -299,8 +300,9 @@ class Engine:
                 # spec §5.3: an attempt that started but never finished is interrupted.
                 message = interrupted_message(step.id, last.number)
                 self._close_open_calls(step, last)
+                # As far as anyone knows it ended when the journal last heard of the run.
                 self.emit(AttemptFinished(
-                    run_id=self.run.id, at=self._now(), step_id=step.id, number=last.number,
+                    run_id=self.run.id, at=self._last_seen, step_id=step.id, number=last.number,
                     outcome="interrupted",
                     error={"name": "InterruptedError", "message": message, "line": None},
                     explanation=explain("interrupted-on-resume", step, last.number),
@@ -342,7 +344,7 @@ class Engine:
         for index, call in enumerate(attempt.calls):
             if call.outcome == "running":
                 self.emit(CallFinished(
-                    run_id=self.run.id, at=self._now(), step_id=step.id,
+                    run_id=self.run.id, at=self._last_seen, step_id=step.id,
                     number=attempt.number, call_index=index, name=call.name,
                     outcome="ambiguous",
                     error="the process stopped while the request was in flight; whether "

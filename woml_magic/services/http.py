@@ -164,7 +164,7 @@ class HttpService:
                 raise ServiceRejection("NetworkError", message) from None
             if req.idempotency is None:
                 scope.unkeyed_ambiguity = True
-                message += _KEY_HINT
+                message = message.rstrip(".") + "." + _KEY_HINT
             raise ServiceRejection("AmbiguousError", message, {"ambiguous": True}) from None
         except Exception as exc:
             # Not an error httpx documents: the request may have left, so record the call

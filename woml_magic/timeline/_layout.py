@@ -177,16 +177,16 @@ def _lane(run: Run, sr: StepRun, waits: dict[tuple[str, int], WaitScheduled], no
             sched = waits.get((sr.id, a.number))
             length = sched.seconds if sched is not None else nxt.started_at - end
             w_start = sched.at if sched is not None else end
+            label = f"wait {format_duration(length)}"
+            title = f"waited {seconds(nxt.started_at - w_start)} before attempt {nxt.number}"
+            if sched is None and a.outcome == "interrupted":
+                # spec §5.3: --retry-interrupted starts the next attempt at once; the gap
+                # is the time until the run was resumed, not a scheduled wait.
+                label = "resumed"
+                title = f"resumed {seconds(nxt.started_at - w_start)} later; no wait"
             segs.append(
-                Segment(
-                    "wait",
-                    a.number,
-                    w_start,
-                    max(w_start, nxt.started_at),
-                    "wait",
-                    f"wait {format_duration(length)}",
-                    f"waited {seconds(nxt.started_at - w_start)} before attempt {nxt.number}",
-                )
+                Segment("wait", a.number, w_start, max(w_start, nxt.started_at), "wait", label,
+                        title)
             )
     planned_live = run.status == "running" and sr.status in _LIVE_STEP
     if not planned_live:
