@@ -291,7 +291,7 @@ class Engine:
                 return sr.status
             self.emit(StepStarted(run_id=self.run.id, at=self._now(), step_id=step.id,
                                   idempotency_key=sr.idempotency_key))
-        calls = _journaled_calls(sr)
+        calls = StepCalls.from_events(self.run.events, step.id)  # spec §4.3 across resumes
         used = len(sr.attempts)
         last = sr.attempts[-1] if sr.attempts else None
         pending_wait: float | None = None
@@ -506,14 +506,3 @@ def _keyed_ambiguity(run: Run, step_id: str, number: int) -> bool:
     """Did attempt ``number`` see an ambiguous call that carried an idempotency key?"""
     calls = run.steps[step_id].attempt(number).calls
     return any(c.outcome == "ambiguous" and c.idempotency_header for c in calls)
-
-
-def _journaled_calls(sr: StepRun) -> StepCalls:
-    """Named calls of this logical step whose 2xx response is known (spec §4.3)."""
-    reattach: dict[str, dict[str, Any]] = {}
-    for attempt in sr.attempts:
-        for call in attempt.calls:
-            if (call.name and call.outcome == "response" and call.status is not None
-                    and 200 <= call.status < 300 and isinstance(call.response, dict)):
-                reattach.setdefault(call.name, call.response)
-    return StepCalls(reattach=reattach)
