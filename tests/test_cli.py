@@ -140,3 +140,15 @@ def test_demo_teaches_the_duplicate_charge_lesson() -> None:
     assert out.returncode == 0, out.stdout + out.stderr
     assert "ambiguous" in out.stdout
     assert out.stdout.count("The demo API recorded 1 charge(s).") == 2
+
+
+@pytest.mark.skipif(__import__("shutil").which("woml") is None,
+                    reason="the `woml` script exists once the package is pip-installed")
+def test_the_woml_script_is_the_same_command_line(tmp_path: Path) -> None:
+    doc = tmp_path / "charge.woml"
+    doc.write_text('<step id="charge" retry="4" retry-backoff="exponential">'
+                   "<script>return 1;</script></step>")
+    out = subprocess.run(["woml", "check", str(doc)], capture_output=True, text=True,
+                         check=False)
+    assert out.returncode == 0, out.stderr
+    assert "charge: 4 attempts, exponential; waits 1s, 2s, 4s" in out.stdout

@@ -201,23 +201,17 @@ class WomlMagics(Magics):
         handle = api.start(*call.positional(), config=call.config, on_engine=on_engine)
         box.append(handle)
         _until(loop, lambda: bool(started) or handle.done())
-        run = started[0] if started else self._ended_before_start(handle, call)
+        run = started[0] if started else self._ended_before_start(handle)
         self._handles[run.id] = handle
         if live:
             self._shown_live = (id(run), self._shell.execution_count)
         return run
 
     @staticmethod
-    def _ended_before_start(handle: api.RunHandle, call: _Call) -> Run:
-        """The run ended before its engine started: an error, or a finished run resumed."""
-        try:
-            return handle.result(timeout=_CANCEL_WAIT_S)
-        except WomlError as exc:
-            # api.start(resume=<a finished run>) re-executes nothing and has no engine;
-            # its RunHandle then has no Run to give (reported to the API's owner).
-            if type(exc) is WomlError and call.resume is not None:
-                return call.journal.load(call.resume)
-            raise
+    def _ended_before_start(handle: api.RunHandle) -> Run:
+        """The run ended before its engine started: an error, or a finished run resumed
+        (which re-executes nothing and hands back the journaled Run)."""
+        return handle.result(timeout=_CANCEL_WAIT_S)
 
     def _show_live(self, engine: Engine, on_cancel: Callable[[], None] | None) -> LiveView:
         """Display a live ``TimelineWidget`` of ``engine.run`` and subscribe it (spec §6.3)."""
