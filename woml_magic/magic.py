@@ -115,7 +115,8 @@ class WomlMagics(Magics):
         action="store_true",
         help="Show no live timeline; the cell's value still renders the Run.",
     )
-    @cell_magic("woml")
+    # IPython 9 types its magic decorators so that no function fits (8.x is untyped).
+    @cell_magic("woml")  # type: ignore[arg-type,unused-ignore]
     def woml_cell(self, line: str, cell: str) -> Run:
         """Run the WOML document in this cell (spec §6.1); its value is the ``Run``."""
         args = _parse_args(self.woml_cell, line)
@@ -229,7 +230,7 @@ class WomlMagics(Magics):
     @argument(
         "--journal", metavar="PATH", default=None, help="The journal to read; default Woml.journal."
     )
-    @line_magic("woml")
+    @line_magic("woml")  # type: ignore[arg-type,unused-ignore]
     def woml_line(self, line: str) -> Any:
         """``%woml runs``, ``%woml show RUN_ID``, ``%woml cancel RUN_ID`` (spec §6.2)."""
         args = _parse_args(self.woml_line, line)
