@@ -29,6 +29,15 @@ def _load(name: str) -> Any:
     return module
 
 
+def goal_text(goal: object) -> str:
+    """A goal as written: a bare number is an upper bound; None means a baseline row."""
+    if goal is None:
+        return "—"
+    if isinstance(goal, (int, float)):
+        return f"≤ {goal:g}"
+    return str(goal).replace("<=", "≤").replace(">=", "≥")
+
+
 def collect() -> list[tuple[str, dict[str, Any]]]:
     rows: list[tuple[str, dict[str, Any]]] = []
     for name in MODULES:
@@ -57,13 +66,13 @@ def main(argv: list[str] | None = None) -> int:
         for bench, row in rows:
             mark = "ok" if row["ok"] else "**miss**"
             print(f"| {bench} | {row['name']} | {row['value']:.2f} {row['unit']} | "
-                  f"{row['goal']} | {mark} |")
+                  f"{goal_text(row['goal'])} | {mark} |")
     else:
         print(f"{'bench':<11} {'figure':<52} {'value':>12} {'unit':<5} {'goal':<14} ok")
         for bench, row in rows:
             mark = "ok" if row["ok"] else "MISS"
             print(f"{bench:<11} {row['name'][:52]:<52} {row['value']:>12.2f} "
-                  f"{row['unit']:<5} {row['goal']!s:<14} {mark}")
+                  f"{row['unit']:<5} {goal_text(row['goal']):<14} {mark}")
         print(f"\n{len(rows)} figures, {misses} missed their goal; {machine()}")
     return 0
 
