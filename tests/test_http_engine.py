@@ -138,8 +138,11 @@ def test_an_authorization_value_appears_nowhere_it_is_recorded_or_shown(
     api: DemoAPI, tmp_path: Path
 ) -> None:
     """spec §4.1: sensitive headers are shown and journaled as •••."""
-    secret = "sk_live_" + "4f9a1c77e2"  # built here so this file's text holds no whole secret
-    extra = f'headers: {{Authorization: "Bearer {secret}", "X-Api-Key": "{secret}"}},'
+    # The script builds the secret at run time: a secret written whole into a document is
+    # part of the document, which is journaled (docs/journal.md).
+    secret = "sk_live_" + "4f9a1c77e2"
+    extra = ('headers: {Authorization: "Bearer " + ["sk_live", "4f9a1c77e2"].join("_"), '
+             '"X-Api-Key": ["sk_live", "4f9a1c77e2"].join("_")},')
     path = tmp_path / "journal.sqlite3"
     run = wm.run(charge(api.url, keyed=True, extra=extra), clock="simulated",
                  journal=str(path))
