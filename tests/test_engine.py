@@ -5,9 +5,12 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import subprocess
+import sys
 import threading
 import time
 import uuid
+from pathlib import Path
 
 import pytest
 
@@ -351,3 +354,37 @@ def test_a_script_that_runs_code_while_compiling_is_stopped_by_the_check(
         wm.run(step("}), (() => { while (true) {} })(), (async function () {"),
                clock="simulated")
     assert wm.run(step("return 3;"), clock="simulated").steps["s"].result == 3
+
+
+def test_ctrl_c_during_a_blocking_run_ends_the_attempt_interrupted_then_reraises(
+    tmp_path: Path,
+) -> None:
+    """spec §6.1/§7: SIGINT during wm.run → attempt `interrupted`, worker gone, then
+    KeyboardInterrupt; the process stays usable for the next run."""
+    code = (
+        "import sys, woml_magic as wm\n"
+        "events = []\n"
+        "doc = '<step id=\"s\" retry=\"3\" timeout=\"60s\"><script>"
+        "console.log(\"go\"); while (true) {}</script></step>'\n"
+        "def ready(e):\n"
+        "    events.append(e)\n"
+        "    if e.kind == 'log': print('RUNNING', flush=True)\n"
+        "try:\n"
+        "    wm.run(doc, clock='real', sinks=[ready])\n"
+        "except KeyboardInterrupt:\n"
+        "    done = [e.outcome for e in events if e.kind == 'attempt-finished']\n"
+        "    print('INTERRUPTED', done, flush=True)\n"
+        "print('NEXT', wm.run(doc.replace('while (true) {}', 'return 7;'), clock='simulated')"
+        ".steps['s'].result, flush=True)\n"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True,
+                            cwd=tmp_path)
+    assert proc.stdout is not None
+    assert proc.stdout.readline().strip() == "RUNNING"
+    sent = time.monotonic()
+    proc.send_signal(signal.SIGINT)
+    out, _ = proc.communicate(timeout=30)
+    assert "INTERRUPTED ['interrupted']" in out
+    assert "NEXT 7" in out
+    assert proc.returncode == 0
+    assert time.monotonic() - sent < 10
