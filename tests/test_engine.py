@@ -129,9 +129,11 @@ def test_threw_retries_on_schedule_and_then_succeeds(clock: str) -> None:
     a1, a2, a3 = sr.attempts
     assert a1.ended_at is not None
     assert a2.ended_at is not None
-    assert a2.started_at - a1.ended_at == pytest.approx(0.1, abs=0.05)
-    assert a3.started_at - a2.ended_at == pytest.approx(0.2, abs=0.05)
-    assert [round(w, 1) for w in sr.waits] == [0.1, 0.2]
+    slack = 0.02 if clock == "simulated" else 0.2  # real waits may overshoot on a busy machine
+    assert 0.1 <= a2.started_at - a1.ended_at <= 0.1 + slack
+    assert 0.2 <= a3.started_at - a2.ended_at <= 0.2 + slack
+    assert sr.waits[0] == pytest.approx(0.1, abs=slack)
+    assert sr.waits[1] == pytest.approx(0.2, abs=slack)
     assert "retries after waiting 100ms" in a1.explanation
 
 
