@@ -390,3 +390,22 @@ def test_ctrl_c_during_a_blocking_run_ends_the_attempt_interrupted_then_reraises
     assert "NEXT 7" in out
     assert proc.returncode == 0
     assert time.monotonic() - sent < 10
+
+
+def test_cancelling_during_a_wait_says_why_the_step_failed_closed() -> None:
+    """spec §3.2: a cancel between attempts retries nothing; the step carries the reason."""
+    from woml_magic.timeline import render_text
+
+    handle = wm.start(step("throw new Error('x');", attrs='retry="3" retry-delay="30s"'),
+                      clock="real")
+    deadline = time.monotonic() + 10
+    while handle.run.steps["s"].status != "waiting" and time.monotonic() < deadline:
+        time.sleep(0.02)
+    handle.cancel()
+    run = handle.result(timeout=10)
+    sr = run.steps["s"]
+    assert outcomes(run) == ["threw"]
+    assert sr.status == "failed-closed"
+    assert sr.reason == ("the run was cancelled during the wait before attempt 2; WOML does "
+                         "not retry after that")
+    assert sr.reason in render_text(run)

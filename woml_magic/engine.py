@@ -261,10 +261,16 @@ class Engine:
 
     def _finish_after_stop(self) -> None:
         """Close the books when the run's task is cancelled mid-way (spec §3.2)."""
+        stopped = "interrupted" if self._stop_reason == "interrupted" else "cancelled"
         for sr in self.run.steps.values():
+            reason = None
+            if sr.status == "waiting":
+                # No attempt was running to carry the outcome: say why on the step.
+                reason = (f"the run was {stopped} during the wait before attempt "
+                          f"{len(sr.attempts) + 1}; WOML does not retry after that")
             if sr.status in ("running", "waiting"):
                 self.emit(StepFinished(run_id=self.run.id, at=self._now(), step_id=sr.id,
-                                       status="failed-closed"))
+                                       status="failed-closed", reason=reason))
             elif sr.status == "pending":
                 self.emit(StepFinished(run_id=self.run.id, at=self._now(), step_id=sr.id,
                                        status="not-run"))

@@ -147,6 +147,7 @@ class StepFinished(Event):
     step_id: str = ""
     status: str = "succeeded"  # succeeded | failed | failed-closed | reattached | not-run
     result: JSON = None
+    reason: str | None = None  # why it ended without an attempt saying so (a cancelled wait)
 
 
 @dataclass(frozen=True)

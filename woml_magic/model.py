@@ -168,6 +168,7 @@ class StepRun:
     waits: list[float] = field(default_factory=list)
     wait_started_at: float | None = None
     wait_due: float | None = None
+    reason: str | None = None  # set when the step ended with no attempt to explain it
 
     @property
     def id(self) -> str:
@@ -293,6 +294,7 @@ class Run:
         elif isinstance(event, StepFinished):
             sr.status = event.status
             sr.result = event.result
+            sr.reason = event.reason
             sr.wait_started_at = sr.wait_due = None
 
     # Rendering lives in woml_magic.timeline; imported lazily to keep the model light.

@@ -246,7 +246,8 @@ def _make_lane(sr: StepRun, segs: Sequence[Segment]) -> Lane:
     return Lane(
         step_id=sr.id,
         status=sr.status,
-        status_words=STEP_STATUS_WORDS.get(sr.status, sr.status),
+        status_words=STEP_STATUS_WORDS.get(sr.status, sr.status)
+        + ("" if sr.reason is None else f": {sr.reason}"),
         policy=sr.step.policy.describe(),
         key=sr.idempotency_key,
         segments=tuple(segs),
