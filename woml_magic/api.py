@@ -20,10 +20,11 @@ from collections.abc import Callable, Coroutine, Generator, Iterable
 from typing import TYPE_CHECKING, Any
 
 from .clock import make_clock
-from .engine import Engine, EngineConfig, WorkerPool, check_scripts
+from .engine import Engine, EngineConfig, check_scripts
 from .errors import WomlError, WomlRunError
 from .events import EventSink
 from .model import Run, Workflow
+from .runtime.pool import WorkerPool
 
 if TYPE_CHECKING:
     from .journal import Journal

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,7 +35,8 @@ from .events import (
 from .explain import explain
 from .model import Attempt, Run, Step, StepRun, Workflow
 from .policy import DurationError, format_duration, parse_duration
-from .runtime import AttemptRequest, AttemptResult, ScriptWorker
+from .runtime import AttemptRequest, AttemptResult
+from .runtime.pool import WorkerPool
 from .services import CallScope, HttpService, StepCalls
 
 #: spec §3.2: only a definitive script-thrown failure retries.
@@ -64,39 +65,6 @@ def interrupted_message(step_id: str, number: int) -> str:
         "unknown. Check the external system, then resume with --retry-interrupted to run "
         "it again with the same idempotency key."
     )
-
-
-class WorkerPool:
-    """Warm script workers, started on first use and reused across attempts and runs (§4.5).
-
-    A run borrows one worker per attempt; concurrent runs borrow different workers.
-    """
-
-    def __init__(self, keep: int = 2) -> None:
-        self._keep = keep
-        self._idle: list[ScriptWorker] = []
-
-    @contextlib.asynccontextmanager
-    async def worker(self) -> AsyncIterator[ScriptWorker]:
-        worker = self._idle.pop() if self._idle else ScriptWorker()
-        try:
-            yield worker
-        finally:
-            if len(self._idle) < self._keep:
-                self._idle.append(worker)
-            else:
-                await worker.aclose()
-
-    async def aclose(self) -> None:
-        idle, self._idle = self._idle, []
-        for worker in idle:
-            await worker.aclose()
-
-    def kill_all(self) -> None:
-        """Synchronous teardown for interpreter exit."""
-        idle, self._idle = self._idle, []
-        for worker in idle:
-            worker.kill()
 
 
 async def check_scripts(workflow: Workflow, pool: WorkerPool) -> None:

@@ -1,0 +1,46 @@
+"""The warm script workers of a process (spec §4.5).
+
+"A warm worker process (started on first use, reused across attempts and runs)": the
+pool lends one worker per attempt and keeps up to ``keep`` idle ones. Concurrent runs
+borrow different workers.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+
+from .worker import ScriptWorker
+
+
+class WorkerPool:
+    """Warm script workers, started on first use and reused across attempts and runs (§4.5).
+
+    A run borrows one worker per attempt; concurrent runs borrow different workers.
+    """
+
+    def __init__(self, keep: int = 2) -> None:
+        self._keep = keep
+        self._idle: list[ScriptWorker] = []
+
+    @contextlib.asynccontextmanager
+    async def worker(self) -> AsyncIterator[ScriptWorker]:
+        worker = self._idle.pop() if self._idle else ScriptWorker()
+        try:
+            yield worker
+        finally:
+            if len(self._idle) < self._keep:
+                self._idle.append(worker)
+            else:
+                await worker.aclose()
+
+    async def aclose(self) -> None:
+        idle, self._idle = self._idle, []
+        for worker in idle:
+            await worker.aclose()
+
+    def kill_all(self) -> None:
+        """Synchronous teardown for interpreter exit."""
+        idle, self._idle = self._idle, []
+        for worker in idle:
+            worker.kill()
