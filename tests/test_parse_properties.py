@@ -21,6 +21,9 @@ from woml_magic.parse import parse
 FAST = settings(
     deadline=None,
     database=None,  # no .hypothesis/ directory in the checkout
+    # The same 11,000 generated documents on every run: CI must not turn red at random.
+    # To explore new inputs, run once with derandomize=False.
+    derandomize=True,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
 
