@@ -35,6 +35,7 @@ from .events import (
 from .explain import explain
 from .model import Attempt, Run, Step, StepRun, Workflow
 from .policy import DurationError, format_duration, parse_duration
+from .redaction import DEFAULT_REDACTED
 from .runtime import AttemptRequest, AttemptResult
 from .runtime.pool import WorkerPool
 from .services import CallScope, HttpService, StepCalls
@@ -471,8 +472,6 @@ def _sleep_seconds(args: list[Any]) -> float:
 
 
 def _redact_names(extra: Iterable[str]) -> tuple[str, ...]:
-    from .services import DEFAULT_REDACTED
-
     return tuple(dict.fromkeys([*DEFAULT_REDACTED, *(n.lower() for n in extra)]))
 
 

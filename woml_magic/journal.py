@@ -41,6 +41,7 @@ from typing import Any
 from .errors import WomlJournalError, WomlSyntaxError
 from .events import JSON, CallFinished, CallStarted, Event, RunStarted, event_from_dict
 from .model import Run, Workflow
+from .redaction import DEFAULT_REDACTED, REDACTED, redact_headers
 
 DEFAULT_PATH = ".woml/journal.sqlite3"
 SCHEMA_VERSION = 1
@@ -56,12 +57,8 @@ UNFINISHED = "unfinished"
 
 #: Header names the journal never stores in clear (spec §4.1). The engine redacts
 #: before it emits; the journal redacts again so no pipeline bug can leak a secret
-#: to disk. The same names as ``services.http_request.DEFAULT_REDACTED`` (a test
-#: guards it), kept here so reading a journal does not import httpx.
-SENSITIVE_HEADERS = frozenset(
-    {"authorization", "cookie", "set-cookie", "proxy-authorization", "x-api-key"}
-)
-REDACTED = "•••"
+#: to disk.
+SENSITIVE_HEADERS = frozenset(DEFAULT_REDACTED)
 
 _SQLITE_MAGIC = b"SQLite format 3\x00"
 
@@ -372,7 +369,7 @@ class Journal:
         """A copy with sensitive values replaced, or None when nothing needs it."""
         if not any(k.lower() in self._redact and v != REDACTED for k, v in headers.items()):
             return None
-        return {k: REDACTED if k.lower() in self._redact else v for k, v in headers.items()}
+        return redact_headers(headers, self._redact)
 
     # -- reading ---------------------------------------------------------------------
 

@@ -12,7 +12,7 @@ import difflib
 import json
 import math
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,9 +20,10 @@ import httpx
 
 from ..errors import ServiceRejection
 from ..policy import MAX_DURATION, DurationError, parse_duration
+from ..redaction import DEFAULT_REDACTED, REDACTED, redact_headers
 
-DEFAULT_REDACTED = ("authorization", "cookie", "set-cookie", "proxy-authorization", "x-api-key")
-REDACTED = "•••"
+__all__ = ["DEFAULT_REDACTED", "REDACTED", "redact_headers"]  # re-exported for services/
+
 
 METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
 REQUEST_KEYS = ("method", "url", "headers", "query", "json", "body", "timeout", "idempotency")
@@ -100,15 +101,6 @@ def _unknown_key(key: str, allowed: tuple[str, ...], where: str) -> ServiceRejec
     return _reject(
         f"unknown key {key!r} in {where}; allowed keys are {', '.join(allowed)}{suggestion}"
     )
-
-
-def redact_headers(headers: Mapping[str, str], redact: Iterable[str]) -> dict[str, str]:
-    """Copy ``headers`` with sensitive values replaced by ``•••`` (spec §4.1).
-
-    Names compare case-insensitively; names keep their spelling.
-    """
-    hidden = {name.lower() for name in redact}
-    return {k: (REDACTED if k.lower() in hidden else v) for k, v in headers.items()}
 
 
 def _check_header(name: Any, value: Any, where: str) -> tuple[str, str]:
