@@ -409,3 +409,35 @@ def test_cancelling_during_a_wait_says_why_the_step_failed_closed() -> None:
     assert sr.reason == ("the run was cancelled during the wait before attempt 2; WOML does "
                          "not retry after that")
     assert sr.reason in render_text(run)
+
+
+def test_a_script_that_compiled_is_not_compiled_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    """spec §2.3: every script is checked before its run, once per text per process."""
+    from woml_magic.engine import check_scripts
+    from woml_magic.runtime import ScriptWorker
+    from woml_magic.runtime.pool import WorkerPool
+
+    checked: list[str] = []
+    original = ScriptWorker.check_syntax
+
+    async def counting(self: ScriptWorker, script: str, line: int, column: int) -> object:
+        checked.append(script)
+        return await original(self, script, line, column)
+
+    monkeypatch.setattr(ScriptWorker, "check_syntax", counting)
+    wf = wm.parse(step("return 1;"))
+    broken = wm.parse(step("return 1 +;"))
+
+    async def main() -> None:
+        pool = WorkerPool()
+        try:
+            await check_scripts(wf, pool)
+            await check_scripts(wf, pool)
+            for _ in range(2):  # a script with an error is checked, and refused, each time
+                with pytest.raises(wm.WomlSyntaxError):
+                    await check_scripts(broken, pool)
+        finally:
+            await pool.aclose()
+
+    asyncio.run(main())
+    assert checked == ["return 1;", "return 1 +;", "return 1 +;"]

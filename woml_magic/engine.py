@@ -70,8 +70,11 @@ def interrupted_message(step_id: str, number: int) -> str:
 
 async def check_scripts(workflow: Workflow, pool: WorkerPool) -> None:
     """Compile every script before anything runs (spec §2.3); raise ``WomlSyntaxError``."""
+    pending = [step for step in workflow.steps if not pool.compiled(step.script)]
+    if not pending:
+        return
     async with pool.worker() as worker:
-        for step in workflow.steps:
+        for step in pending:
             try:
                 problem = await asyncio.wait_for(
                     worker.check_syntax(step.script, step.script_line, step.script_column),
@@ -92,6 +95,7 @@ async def check_scripts(workflow: Workflow, pool: WorkerPool) -> None:
                     line,
                     column,
                 ).with_source(workflow.cell_text())
+            pool.remember_compiled(step.script)
 
 
 class _Activity:

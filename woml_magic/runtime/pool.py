@@ -19,9 +19,24 @@ class WorkerPool:
     A run borrows one worker per attempt; concurrent runs borrow different workers.
     """
 
+    #: How many scripts known to compile the pool remembers.
+    COMPILED_CACHE = 1024
+
     def __init__(self, keep: int = 2) -> None:
         self._keep = keep
         self._idle: list[ScriptWorker] = []
+        # Scripts that compiled: compiling is deterministic in the text, so a cell run
+        # again (or checked by the magic, then by the run) is not compiled twice.
+        self._compiled: dict[str, None] = {}
+
+    def compiled(self, script: str) -> bool:
+        """Whether ``script`` already compiled in this process."""
+        return script in self._compiled
+
+    def remember_compiled(self, script: str) -> None:
+        self._compiled[script] = None
+        if len(self._compiled) > self.COMPILED_CACHE:
+            del self._compiled[next(iter(self._compiled))]  # the oldest
 
     @contextlib.asynccontextmanager
     async def worker(self) -> AsyncIterator[ScriptWorker]:
