@@ -431,7 +431,16 @@ def test_last_at_is_the_latest_time_on_the_runs_clock(journal: Journal) -> None:
     assert journal.last_at("t") == 1.8
 
 
-@pytest.mark.parametrize("read", ["events", "last_at", "load"])
+def test_last_wall_is_when_the_runs_latest_event_was_written(journal: Journal) -> None:
+    """spec §5.3: a real-clock resume counts the time since the last event was written."""
+    before = time.time()
+    for event in scenario("t"):
+        journal(event)
+    assert before <= journal.last_wall("t") <= time.time()
+    assert journal.last_wall("t") == next(s.last_wall for s in journal.runs() if s.run_id == "t")
+
+
+@pytest.mark.parametrize("read", ["events", "last_at", "last_wall", "load"])
 def test_unknown_run_names_it_and_says_how_to_list_runs(journal: Journal, read: str) -> None:
     journal(SAMPLES[0])
     journal(RunStarted(run_id="run-7f3a", at=0.0))

@@ -191,8 +191,7 @@ def _downtime(jr: Journal, run_id: str, clock: str) -> float:
     """
     if clock != "real":
         return 0.0
-    summary = next((s for s in jr.runs() if s.run_id == run_id), None)
-    return 0.0 if summary is None else max(0.0, time.time() - summary.last_wall)
+    return max(0.0, time.time() - jr.last_wall(run_id))
 
 
 async def _wake_periodically() -> None:

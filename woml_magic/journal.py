@@ -419,9 +419,18 @@ class Journal:
 
     def last_at(self, run_id: str) -> float:
         """The latest time on the run's clock of any journaled event (spec §5.3)."""
+        return self._latest(run_id, "at")
+
+    def last_wall(self, run_id: str) -> float:
+        """The unix time the run's latest event was written (spec §5.3: real-clock resume)."""
+        return self._latest(run_id, "wall")
+
+    def _latest(self, run_id: str, column: str) -> float:
+        assert column in ("at", "wall")  # a column name, never user input
         with self._snapshot(f"read run {run_id!r} from") as conn:
             (value,) = conn.execute(
-                "SELECT MAX(at) FROM events WHERE run_id = ?", (run_id,)
+                f"SELECT MAX({column}) FROM events WHERE run_id = ?",  # noqa: S608 - fixed names
+                (run_id,),
             ).fetchone()
             if value is None:
                 raise self._unknown_run(conn, run_id)
