@@ -34,6 +34,7 @@ from typing import Any, BinaryIO
 
 import quickjs
 
+from woml_magic.runtime._bytecode import PreludeBytecode
 from woml_magic.runtime._instrument import instrument_catches
 
 # The wrapper puts the script on JS line 2, so cell line = JS line - 2 + script_line.
@@ -43,7 +44,33 @@ MAX_STACK_BYTES = 1024 * 1024
 MAX_LOG_LINES = 1000
 MAX_LOG_CHARS = 64 * 1024
 _LOCATION = re.compile(r"^(\w+): (.*?)\n\s*at <input>:(\d+):(\d+)", re.DOTALL)
-_PRELUDE = (Path(__file__).with_name("prelude.js")).read_text(encoding="utf-8")
+_HERE = Path(__file__).parent
+_PRELUDE = (_HERE / "prelude.js").read_text(encoding="utf-8")
+_PARTS = {
+    name: (_HERE / f"prelude-{name}.js").read_text(encoding="utf-8")
+    for name in ("console", "services", "results")
+}
+_PRELUDE_GLOBAL = "__womlPrelude"
+
+
+def prelude_source(pad: int, *, bytecode: bool) -> str:
+    """The prelude as one function of the emit callable, padded by ``pad`` lines.
+
+    For bytecode the lazy parts are function expressions compiled with the prelude
+    and the script stores the function in a global; otherwise the parts are string
+    literals, compiled in a context only if its attempt needs them (prelude.js
+    ``lib``), and the script's value is the function.
+    """
+    if bytecode:
+        parts = ", ".join(f"{json.dumps(name)}: {text}" for name, text in _PARTS.items())
+        return (
+            "\n" * (pad + 2) + f"globalThis.{_PRELUDE_GLOBAL} = function (emit) {{ return ("
+            + _PRELUDE + f")(emit, {{{parts}}}); }};"
+        )
+    return (
+        "\n" * (pad + 2) + "(function (emit) { return ("
+        + _PRELUDE + f")(emit, {json.dumps(_PARTS)}); }})"
+    )
 
 
 def function_length(source: str) -> int:
@@ -110,26 +137,36 @@ class _Router:
 _router = _Router()
 
 
+SPARE_LINES = 20_000
+# The spare's prelude as bytecode, or None where it is compiled from source instead.
+_bytecode = PreludeBytecode.build(prelude_source(SPARE_LINES, bytecode=True))
+
+
 class Prepared:
     """A fresh context with the prelude evaluated, not yet given to any attempt.
 
-    Compiling the prelude is most of an attempt's cost (~0.7 ms of ~1 ms), so the
-    worker prepares the next context while it is idle, between attempts. The prelude
-    is padded with ``pad`` blank lines so its frames sit below every script line
-    (see prelude.js); a spare is padded for scripts of up to ``SPARE_LINES`` lines.
+    Making one (a context, the prelude compiled and set up) is most of an attempt's
+    cost, so the worker prepares the next one while it is idle, between attempts; the
+    attempt itself only configures it (``host("configure", …)``) and runs the script.
+    The prelude is padded with ``pad`` blank lines so its frames sit below every
+    script line (see prelude.js); a spare is padded for scripts of up to
+    ``SPARE_LINES`` lines.
     """
 
     def __init__(self, pad: int) -> None:
         self.lines = pad
         self.ctx = quickjs.Context()
         self.ctx.set_max_stack_size(MAX_STACK_BYTES)
-        self.factory = self.ctx.eval("\n" * (pad + 2) + _PRELUDE)
+        if pad == SPARE_LINES and _bytecode is not None and _bytecode.load(self.ctx):
+            prelude = self.ctx.get(_PRELUDE_GLOBAL)
+        else:
+            prelude = self.ctx.eval(prelude_source(pad, bytecode=False))
         self.ctx.add_callable("__womlEmit", _router.emit)
-        self.emit = self.ctx.eval("globalThis.__womlEmit")
-        self.ctx.eval("delete globalThis.__womlEmit")
+        emit = self.ctx.eval("globalThis.__womlEmit")
+        self.ctx.eval(f"delete globalThis.__womlEmit; delete globalThis.{_PRELUDE_GLOBAL}")
+        self.host = prelude(emit)
 
 
-SPARE_LINES = 20_000
 _spare: list[Prepared] = []
 
 
@@ -216,8 +253,8 @@ class AttemptRunner:
                 "expectedLength": function_length(evaluated),
             }
         )
-        factory, emit = prepared.factory, prepared.emit
-        host = factory(emit, config)
+        host = prepared.host
+        host("configure", config)
         host("start", main)
         while True:
             while ctx.execute_pending_job():

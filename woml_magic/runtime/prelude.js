@@ -5,50 +5,80 @@
 // script (whose lines are 2 .. scriptLines + 1): a stack frame inside that range is
 // a script frame, so error lines map to cell lines without guessing.
 //
-// The expression below is a function of the host's emit callable and a JSON config;
-// it returns one dispatcher `host(command, argument)` that the worker calls. Every
-// string handed back to Python comes out of JSON.stringify or Array.prototype.join:
-// QuickJS may hand other strings over as ropes Python cannot read.
-(function (emitRaw, configText) {
+// The expression below is a function of the host's emit callable and the lazy
+// parts; it returns one dispatcher `host(command, argument)` that the worker calls.
+// Every string handed back to Python comes out of JSON.stringify or
+// Array.prototype.join: QuickJS may hand other strings over as ropes Python cannot
+// read.
+//
+// This file holds only what every attempt needs. Console formatting, the services
+// bridge and the result validator are in prelude-console.js, prelude-services.js and
+// prelude-results.js; each is set up in the attempt's context the first time the
+// attempt needs it (see `lib`). The worker hands them over either as functions
+// (read with this file from bytecode, see _bytecode.py) or as source text, which
+// is then compiled on first use: compiling costs about 1 µs per 25 bytes.
+(function (emitRaw, parts) {
   "use strict";
 
-  // Intrinsics are captured now: the script may replace globals, and the
-  // validation below must not run the script's replacements.
+  // Intrinsics are captured now: the script may replace globals, and neither this
+  // code nor a lazy part compiled later may run the script's replacements.
   const { keys, freeze, isFrozen, getPrototypeOf, defineProperty } = Object;
   const { apply, construct } = Reflect;
   const stringify = JSON.stringify;
   const parse = JSON.parse;
-  const isArray = Array.isArray;
-  const isView = ArrayBuffer.isView;
   const isFiniteNumber = Number.isFinite;
   const join = Array.prototype.join;
-  const push = Array.prototype.push;
-  const isWellFormed = String.prototype.isWellFormed;
-  const toWellFormed = String.prototype.toWellFormed;
-  const charCodeAt = String.prototype.charCodeAt;
-  const slice = String.prototype.slice;
-  const test = RegExp.prototype.test;
+  const StringProto = String.prototype;
+  const { isWellFormed, toWellFormed, slice, repeat, split } = StringProto;
   const promiseThen = Promise.prototype.then;
   const fnToString = Function.prototype.toString;
-  const mapGet = Map.prototype.get;
-  const mapSet = Map.prototype.set;
-  const mapDelete = Map.prototype.delete;
   const weakGet = WeakMap.prototype.get;
   const weakSet = WeakMap.prototype.set;
-  const ObjectProto = Object.prototype;
-  const ArrayProto = Array.prototype;
   const InternalErrorProto = InternalError.prototype;
+  const ErrorCtor = Error;
   const PromiseCtor = Promise;
   const RealDate = Date;
   const perf = performance;
   const perfNowFn = performance.now;
   const g = globalThis;
+  const evaluate = g.eval; // called by name through a const: an indirect, global eval
+  const I = freeze({
+    keys, freeze, getPrototypeOf, defineProperty, apply, stringify, parse, join,
+    isWellFormed, toWellFormed, slice, isFiniteNumber,
+    isArray: Array.isArray, isView: ArrayBuffer.isView, push: Array.prototype.push,
+    charCodeAt: StringProto.charCodeAt, toUpperCase: StringProto.toUpperCase,
+    numberToString: Number.prototype.toString, test: RegExp.prototype.test,
+    objectToString: Object.prototype.toString, max: Math.max,
+    ObjectProto: Object.prototype, ArrayProto: Array.prototype, PromiseCtor,
+    ErrorCtor, TypeErrorCtor: TypeError, RangeErrorCtor: RangeError, StringCtor: String,
+    MapCtor: Map, SetCtor: Set, WeakMapCtor: WeakMap, WeakSetCtor: WeakSet,
+    ArrayBufferCtor: ArrayBuffer, toStringTag: Symbol.toStringTag,
+  });
 
-  const config = parse(configText);
-  const FIRST_LINE = 2;
-  const LAST_LINE = config.scriptLines + 1;
-  const OOM_MESSAGE = "out of memory";
-  const IDENT = /^[A-Za-z_$][A-Za-z0-9_$]*$/;
+  // Set by `configure`, once per attempt.
+  let LAST_LINE = 1;
+  let settings = null;
+  let context = null;
+  let attempt = null;
+  let services = null;
+  let expectedLength = -1;
+
+  // ---- lazy parts: set up in this context on first use ----
+  const loaded = { __proto__: null };
+  function lib(name) {
+    let part = loaded[name];
+    if (part === undefined) {
+      let make = parts[name];
+      if (typeof make === "string") {
+        // Padded below the script's lines, like this prelude, so its frames never
+        // look like script frames.
+        make = evaluate(apply(repeat, "\n", [LAST_LINE + 1]) + make);
+      }
+      part = make(I, emitRaw, settings);
+      loaded[name] = part;
+    }
+    return part;
+  }
 
   // ---- out-of-memory and error-line tracking (spec §3.2 crash, line mapping) ----
   // QuickJS builds the stack of every Error at construction and calls this hook with
@@ -61,17 +91,23 @@
   function prepareStackTrace(err, frames) {
     try {
       if (err !== null && typeof err === "object" && getPrototypeOf(err) === InternalErrorProto
-          && err.message === OOM_MESSAGE) {
+          && err.message === "out of memory") {
         oomSeen = true;
       }
       // The line is the first script frame, skipping the constructors of an Error
       // subclass: `throw new PaymentError(...)` is reported where it is thrown.
       let line = null;
       let leading = true;
+      let found = false;
+      const parts = [];
       for (let i = 0; i < frames.length; i++) {
         const f = frames[i];
         const ln = f.getLineNumber();
-        const inScript = f.getFileName() === "<input>" && ln >= FIRST_LINE && ln <= LAST_LINE;
+        const file = f.getFileName();
+        parts[i] = "    at " + (f.getFunctionName() || "<anonymous>") + " (" + file
+          + ":" + ln + ":" + f.getColumnNumber() + ")";
+        if (found) continue;
+        const inScript = file === "<input>" && ln >= 2 && ln <= LAST_LINE;
         if (leading && f.isConstructor()) {
           if (inScript && line === null) line = ln;
           continue;
@@ -79,16 +115,10 @@
         leading = false;
         if (inScript) {
           line = ln;
-          break;
+          found = true;
         }
       }
       if (line !== null) apply(weakSet, errorLines, [err, line]);
-      const parts = [];
-      for (let i = 0; i < frames.length; i++) {
-        const f = frames[i];
-        parts[i] = "    at " + (f.getFunctionName() || "<anonymous>") + " (" + f.getFileName()
-          + ":" + f.getLineNumber() + ":" + f.getColumnNumber() + ")";
-      }
       return apply(join, parts, ["\n"]);
     } catch {
       return "";
@@ -121,8 +151,8 @@
   };
 
   // ---- the run's clock (spec §4.4) ----
-  let clockBase = config.nowMs;
-  let perfBase = apply(perfNowFn, perf, []);
+  let clockBase = 0;
+  let perfBase = 0;
   function now() {
     return Math.floor(clockBase + (apply(perfNowFn, perf, []) - perfBase));
   }
@@ -147,57 +177,8 @@
   });
   g.Date = WomlDate;
 
-  // ---- console (spec §4.4): capped per attempt so a script cannot flood the kernel ----
-  let logLines = 0;
-  let logChars = 0;
-  let logCut = false;
-
-  function formatArg(v) {
-    if (typeof v === "string") return v;
-    if (typeof v === "function") return "[Function: " + (v.name || "anonymous") + "]";
-    if (typeof v !== "object" || v === null) return String(v);
-    if (v instanceof Error) return String(v.name) + ": " + String(v.message);
-    try {
-      const text = stringify(v, (k, x) => {
-        if (typeof x === "bigint") return String(x) + "n";
-        if (typeof x === "function") return "[Function: " + (x.name || "anonymous") + "]";
-        if (x === undefined) return "undefined";
-        return x;
-      });
-      return text === undefined ? String(v) : text;
-    } catch {
-      return apply(ObjectProto.toString, v, []);
-    }
-  }
-
-  function log(level, args) {
-    if (logCut) return;
-    const parts = [];
-    for (let i = 0; i < args.length; i++) parts[i] = formatArg(args[i]);
-    let text = apply(join, parts, [" "]);
-    if (!apply(isWellFormed, text, [])) text = apply(toWellFormed, text, []);
-    let cut = false;
-    if (logLines + 1 > config.maxLogLines) {
-      cut = true;
-      text = "";
-    } else if (logChars + text.length > config.maxLogChars) {
-      cut = true;
-      text = apply(slice, text, [0, Math.max(0, config.maxLogChars - logChars)]);
-    }
-    if (!cut || text.length > 0) {
-      logLines += 1;
-      logChars += text.length;
-      emitRaw(stringify({ type: "log", level, text }));
-    }
-    if (cut) {
-      logCut = true;
-      emitRaw(stringify({
-        type: "log", level: "warn",
-        text: "… console output truncated: an attempt may print at most " + config.maxLogLines
-          + " lines or " + config.maxLogChars + " characters",
-      }));
-    }
-  }
+  // ---- console (spec §4.4); formatting and caps are in prelude-console.js ----
+  const log = (level, args) => lib("console").log(level, args);
   const consoleObject = freeze({
     log: (...a) => log("log", a),
     info: (...a) => log("info", a),
@@ -206,67 +187,24 @@
     debug: (...a) => log("log", a),
   });
 
-  // ---- services (spec §4.1, §4.4): stubs that ask the host and return a Promise ----
-  const pending = new Map();
-  let pendingCount = 0;
-  let nextCall = 1;
-
-  function callService(name, args) {
-    // Created now so its stack records the script line of the call (spec §3.2).
-    const carrier = new Error("services." + name + " failed");
-    let argsText;
-    try {
-      argsText = stringify(args);
-    } catch (e) {
-      return PromiseCtor.reject(new TypeError(
-        "services." + name + " arguments must be JSON values: " + String(e && e.message)));
-    }
-    const id = nextCall++;
-    return new PromiseCtor((resolve, reject) => {
-      apply(mapSet, pending, [id, { resolve, reject, carrier }]);
-      pendingCount += 1;
-      emitRaw(apply(join, [
-        '{"type":"call","id":', stringify(id), ',"service":', stringify(name),
-        ',"args":', argsText, "}",
-      ], [""]));
-    });
-  }
-
+  // ---- services (spec §4.1, §4.4): stubs; the bridge is in prelude-services.js ----
   function buildServices(names) {
     const root = {};
     for (let i = 0; i < names.length; i++) {
       const name = names[i];
-      const path = name.split(".");
+      const path = apply(split, name, ["."]);
       let node = root;
       for (let j = 0; j < path.length - 1; j++) {
         if (node[path[j]] === undefined) node[path[j]] = {};
         node = node[path[j]];
       }
-      node[path[path.length - 1]] = (...args) => callService(name, args);
+      // Created in the stub so its stack records the script line of the call (§3.2).
+      node[path[path.length - 1]] = (...args) => {
+        const carrier = new ErrorCtor("services." + name + " failed");
+        return lib("services").call(name, args, carrier);
+      };
     }
     return deepFreeze(root);
-  }
-
-  function settle(text) {
-    const m = parse(text);
-    setClock(m.nowMs);
-    const p = apply(mapGet, pending, [m.id]);
-    if (p === undefined) return;
-    apply(mapDelete, pending, [m.id]);
-    pendingCount -= 1;
-    if (m.ok) {
-      p.resolve(m.value);
-      return;
-    }
-    const e = p.carrier;
-    defineProperty(e, "name", { value: String(m.name), writable: true, configurable: true });
-    defineProperty(e, "message", { value: String(m.message), writable: true, configurable: true });
-    const props = m.props || {};
-    const names = keys(props);
-    for (let i = 0; i < names.length; i++) {
-      if (names[i] !== "name" && names[i] !== "message") e[names[i]] = props[names[i]];
-    }
-    p.reject(e);
   }
 
   // ---- frozen inputs (spec §3.4, §3.6) ----
@@ -278,94 +216,18 @@
     }
     return v;
   }
-  const context = deepFreeze(parse(config.context));
-  const attempt = deepFreeze(parse(config.attempt));
-  const services = buildServices(config.services);
 
-  // ---- results (spec §3.3) ----
-  function pathOf(base, key) {
-    if (typeof key === "number") return base + "[" + key + "]";
-    return apply(test, IDENT, [key]) ? base + "." + key : base + "[" + stringify(key) + "]";
-  }
-
-  function describeKind(v) {
-    if (typeof v === "bigint") return "a BigInt (" + String(v) + "n)";
-    if (typeof v === "symbol") return "a Symbol";
-    if (typeof v === "function") return "a function";
-    if (v instanceof Map) return "a Map";
-    if (v instanceof Set) return "a Set";
-    if (v instanceof WeakMap || v instanceof WeakSet) return "a " + v[Symbol.toStringTag];
-    if (isView(v) || v instanceof ArrayBuffer) return "a " + (v.constructor && v.constructor.name || "binary buffer");
-    if (v instanceof PromiseCtor) return "a Promise (did you forget `await`?)";
-    const ctor = v.constructor;
-    const name = typeof ctor === "function" && ctor.name ? ctor.name : "unnamed class";
-    return "an instance of " + name + ", not a plain object";
-  }
-
-  class Invalid {
-    constructor(message) { this.message = message; }
-  }
-
-  // Returns a clean copy made only of JSON values, or throws Invalid naming the path.
-  function clean(value, path, key, ancestors) {
-    let v = value;
-    if (v !== null && (typeof v === "object" || typeof v === "bigint") && typeof v.toJSON === "function") {
-      v = v.toJSON(key);
-    }
-    if (v === null || typeof v === "boolean") return v;
-    if (typeof v === "undefined") throw new Invalid(path + " is undefined");
-    if (typeof v === "number") {
-      if (isFiniteNumber(v)) return v;
-      throw new Invalid(path + " is " + String(v));
-    }
-    if (typeof v === "string") {
-      if (!apply(isWellFormed, v, [])) {
-        for (let i = 0; i < v.length; i++) {
-          const c = apply(charCodeAt, v, [i]);
-          const high = c >= 0xd800 && c <= 0xdbff;
-          const low = c >= 0xdc00 && c <= 0xdfff;
-          if (high) {
-            const next = apply(charCodeAt, v, [i + 1]);
-            if (next >= 0xdc00 && next <= 0xdfff) { i += 1; continue; }
-          }
-          if (high || low) {
-            throw new Invalid(path + " contains a lone surrogate (U+"
-              + c.toString(16).toUpperCase() + ") at index " + i);
-          }
-        }
-      }
-      return v;
-    }
-    if (typeof v !== "object") throw new Invalid(path + " is " + describeKind(v));
-    for (let i = 0; i < ancestors.length; i++) {
-      if (ancestors[i].value === v) {
-        throw new Invalid(path + " is a cycle back to " + ancestors[i].path);
-      }
-    }
-    const proto = getPrototypeOf(v);
-    apply(push, ancestors, [{ value: v, path }]);
-    let out;
-    if (isArray(v) && proto === ArrayProto) {
-      out = [];
-      for (let i = 0; i < v.length; i++) {
-        if (!(i in v)) throw new Invalid(pathOf(path, i) + " is an empty array slot");
-        out[i] = clean(v[i], pathOf(path, i), String(i), ancestors);
-      }
-    } else if (proto === ObjectProto || proto === null) {
-      out = { __proto__: null };
-      const ks = keys(v);
-      for (let i = 0; i < ks.length; i++) {
-        const k = ks[i];
-        defineProperty(out, k, {
-          value: clean(v[k], pathOf(path, k), k, ancestors),
-          enumerable: true, writable: true, configurable: true,
-        });
-      }
-    } else {
-      throw new Invalid(path + " is " + describeKind(v));
-    }
-    ancestors.length -= 1;
-    return out;
+  function configure(text) {
+    const config = parse(text);
+    LAST_LINE = config.scriptLines + 1;
+    setClock(config.nowMs);
+    settings = freeze({
+      maxLogLines: config.maxLogLines, maxLogChars: config.maxLogChars, setClock,
+    });
+    context = deepFreeze(parse(config.context));
+    attempt = deepFreeze(parse(config.attempt));
+    services = buildServices(config.services);
+    expectedLength = config.expectedLength;
   }
 
   // ---- running and reporting ----
@@ -377,7 +239,7 @@
   function start(main) {
     if (started) throw new Error("an attempt runs its script once");
     started = true;
-    if (typeof main !== "function" || apply(fnToString, main, []).length !== config.expectedLength) {
+    if (typeof main !== "function" || apply(fnToString, main, []).length !== expectedLength) {
       state = "rejected";
       rejection = new SyntaxError(
         "the script closes its own function body early (an unbalanced `}`); a script must be "
@@ -405,40 +267,47 @@
     if (r === null) return { name: "null", message: "null", line: null, isNull: true };
     if (typeof r === "object" || typeof r === "function") {
       const line = apply(weakGet, errorLines, [r]);
-      const isError = r instanceof Error;
+      const isError = r instanceof ErrorCtor;
       const name = isError || typeof r.name === "string"
         ? safeString(() => r.name, "Error") : (typeof r === "function" ? "function" : "object");
       const message = isError || typeof r.message === "string"
-        ? safeString(() => r.message, "") : safeString(() => formatArg(r), "");
+        ? safeString(() => r.message, "")
+        : safeString(() => lib("console").formatArg(r), "");
       return { name, message, line: line === undefined ? null : line, isNull: false };
     }
     return { name: typeof r, message: safeString(() => r, ""), line: null, isNull: false };
   }
 
+  // A result that is JSON as it stands, without walking it (spec §3.3).
+  function isPlainScalar(v) {
+    return v === null || typeof v === "boolean" || (typeof v === "number" && isFiniteNumber(v))
+      || (typeof v === "string" && apply(isWellFormed, v, []));
+  }
+
   let resultText = null;
 
   function finish() {
-    const out = { state, oom: oomSeen, nullCaught, pendingCalls: pendingCount };
+    const out = { state, oom: oomSeen, nullCaught, pendingCalls: 0 };
+    if (loaded.services !== undefined) out.pendingCalls = loaded.services.pendingCount();
     if (state === "fulfilled") {
-      if (settledValue === undefined) {
-        resultText = "null";
-        out.ok = true;
-      } else {
-        try {
-          resultText = stringify(clean(settledValue, "result", "", []));
-          out.ok = true;
-        } catch (e) {
-          if (e instanceof Invalid) {
+      try {
+        if (settledValue === undefined) {
+          resultText = "null";
+        } else if (isPlainScalar(settledValue)) {
+          resultText = stringify(settledValue);
+        } else {
+          const checked = lib("results").check(settledValue);
+          if (checked.text === undefined) {
             out.ok = false;
-            out.message = e.message;
-          } else if (e instanceof RangeError) {
-            out.ok = false;
-            out.message = "result is nested too deeply to be checked as JSON";
+            out.message = checked.message;
           } else {
-            out.state = "rejected";
-            out.error = describeRejection(e);
+            resultText = checked.text;
           }
         }
+        if (out.ok === undefined) out.ok = true;
+      } catch (e) {
+        out.state = "rejected";
+        out.error = describeRejection(e);
       }
     } else if (state === "rejected") {
       out.error = describeRejection(rejection);
@@ -450,8 +319,9 @@
 
   return function host(command, argument) {
     switch (command) {
+      case "configure": configure(argument); return "null";
       case "start": start(argument); return "null";
-      case "settle": settle(argument); return "null";
+      case "settle": lib("services").settle(argument); return "null";
       case "finish": return finish();
       case "result": return resultText;
       default: throw new Error("unknown host command " + command);
