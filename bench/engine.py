@@ -23,6 +23,8 @@ from typing import Any
 import woml_magic as wm
 from woml_magic.clock import RealClock
 
+ROUNDS = 5
+RUNS = 30  # of 10 attempts each, per round
 THROWING = (
     '<step id="s" retry="10" retry-delay="0s"><script>throw new Error("x");</script></step>'
 )
@@ -58,11 +60,15 @@ def _measure() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """The engine's figures, and the worker figures they are compared with."""
     wf = wm.parse(THROWING)
     wm.run(wf, clock="simulated")  # warm the worker
-    runs = 30
-    start = time.perf_counter()
-    for _ in range(runs):
-        wm.run(wf, clock="simulated")
-    per_attempt = (time.perf_counter() - start) / (runs * 10)
+    # The median of ROUNDS rounds: one busy moment on a shared machine moves a single
+    # round by 10-20 %.
+    rounds = []
+    for _ in range(ROUNDS):
+        start = time.perf_counter()
+        for _ in range(RUNS):
+            wm.run(wf, clock="simulated")
+        rounds.append((time.perf_counter() - start) / (RUNS * 10))
+    per_attempt = statistics.median(rounds)
     worker = _worker_results()
     round_trip = 1 / worker["throwing attempts per second"]["value"]
     errors = sorted(asyncio.run(_wait_errors()))
@@ -70,8 +76,10 @@ def _measure() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     p99_err = errors[int(len(errors) * 0.99) - 1] * 1000
     ratio = per_attempt / round_trip
     engine = [
-        _row("simulated attempts per second", 1 / per_attempt, "/s", "≥ 2000",
-             1 / per_attempt >= 2000),
+        _row(f"simulated attempts per second (median of {ROUNDS})", 1 / per_attempt, "/s",
+             "≥ 2000", 1 / per_attempt >= 2000),
+        _row("simulated attempts per second, slowest round", 1 / max(rounds), "/s",
+             "(spread)", True),
         _row("attempt cost vs bare worker round trip", ratio, "×", "≤ 3", ratio <= 3),
         _row("bare worker round trip (throwing script)", round_trip * 1000, "ms",
              "(baseline)", True),

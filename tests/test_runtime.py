@@ -13,6 +13,7 @@ import pytest
 
 from woml_magic.errors import ServiceRejection
 from woml_magic.runtime import AttemptRequest, AttemptResult, ScriptWorker
+from woml_magic.runtime._bytecode import ENV_SWITCH
 
 EPOCH_2001_MS = 978_307_200_000.0  # 2001-01-01T00:00:00Z
 SCRIPT_LINE = 10
@@ -77,11 +78,23 @@ def rss_kib() -> int:
     raise AssertionError("no VmRSS")
 
 
-@pytest.fixture(scope="module")
-def worker() -> Iterator[ScriptWorker]:
-    w = ScriptWorker()
-    yield w
-    asyncio.run(w.aclose())
+@pytest.fixture(scope="module", params=["bytecode", "source"])
+def worker(request: pytest.FixtureRequest) -> Iterator[ScriptWorker]:
+    """A warm worker whose contexts get the prelude as bytecode or compile its source.
+
+    Every test taking it runs both ways: the two must behave the same (``_bytecode.py``).
+    The switch stays set while the worker lives, as a killed child is restarted.
+    """
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv(ENV_SWITCH, "1" if request.param == "bytecode" else "0")
+        w = ScriptWorker()
+        asyncio.run(w.start())
+        if request.param == "bytecode" and w.prelude != "bytecode":
+            asyncio.run(w.aclose())
+            pytest.skip("the prelude bytecode is not available with this quickjs-ng binding")
+        assert w.prelude == request.param
+        yield w
+        asyncio.run(w.aclose())
 
 
 # ---- results (spec §3.3) ----
@@ -400,6 +413,21 @@ def test_uncaught_service_rejection_reports_the_line_of_the_call(worker: ScriptW
     )
 
 
+def test_an_error_made_inside_a_lazy_prelude_part_maps_to_the_scripts_line(
+    worker: ScriptWorker,
+) -> None:
+    # The services bridge is set up on first use; its own frames (here: the TypeError
+    # for a BigInt argument) must never be read as script lines, even in a long script.
+    script = "\n".join([f"const v{i} = {i};" for i in range(39)] + ["await services.sleep(10n);"])
+    result, _ = attempt(worker, script)
+    assert (result.outcome, result.error_name, result.error_line) == (
+        "threw",
+        "TypeError",
+        SCRIPT_LINE + 39,
+    )
+    assert "arguments must be JSON values" in (result.error_message or "")
+
+
 def test_a_failing_service_bridge_is_crash_and_the_worker_recovers(worker: ScriptWorker) -> None:
     async def services(name: str, args: list[Any]) -> Any:
         raise KeyError("journal gone")
@@ -559,6 +587,15 @@ def test_aclose_and_kill_leave_no_process_behind() -> None:
     assert w.pid is None
     assert pid not in children()
     assert not Path(f"/proc/{pid}").exists()
+
+
+def test_messages_larger_than_a_pipe_buffer_pass_both_ways(worker: ScriptWorker) -> None:
+    # A pipe holds 64 KiB: the script goes out in several non-blocking writes and the
+    # result comes back in several reads.
+    big = "x" * 300_000
+    result, _ = attempt(worker, f"const s = '{big}';\nreturn s.slice(0, 200_000) + '!';")
+    assert result.outcome == "succeeded"
+    assert result.result == "x" * 200_000 + "!"
 
 
 # ---- compile check (spec §2.3) ----

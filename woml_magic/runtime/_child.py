@@ -8,7 +8,7 @@ commands on stdin and writes newline-delimited JSON messages on stdout:
          {"op": "reply", "attempt", "id", "ok", "value" | "name", "message", "props",
           "nowMs"}                                             a services.* outcome (spec §4.1)
          {"op": "check", "id", "script"}                       compile only (spec §2.3)
-    out: {"type": "ready"}
+    out: {"type": "ready", "prelude": "bytecode" | "source"}    how contexts get the prelude
          {"type": "log", "level", "text"}                      console output (spec §4.4)
          {"type": "call", "id", "service", "args"}             a services.* request
          {"type": "done", "id", "outcome", ...}                the attempt's outcome (spec §3.2)
@@ -373,7 +373,7 @@ def main() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C in the kernel is the parent's to handle
     channel = Channel(sys.stdin.buffer, sys.stdout.buffer)
     _prepare_spare()
-    channel.send({"type": "ready"})
+    channel.send({"type": "ready", "prelude": "source" if _bytecode is None else "bytecode"})
     while True:
         command = channel.receive()
         if command is None:
