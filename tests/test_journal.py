@@ -509,6 +509,23 @@ def test_memory_journal_works_and_writes_no_file(
     assert list(tmp_path.iterdir()) == []
 
 
+def test_each_memory_journal_is_its_own_with_the_whole_schema() -> None:
+    # Later in-memory journals start from an image of the first one's empty schema.
+    with Journal(":memory:") as first, Journal(":memory:") as second:
+        for event in scenario("a"):
+            first(event)
+        with Journal(":memory:") as third:
+            assert third.runs() == []
+            assert not third.has_run("a")
+            third(SAMPLES[0])
+            conn = third._live()
+            with pytest.raises(sqlite3.DatabaseError, match="append-only"):
+                conn.execute("DELETE FROM events")
+            assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+        assert second.runs() == []
+        assert first.events("a") == scenario("a")
+
+
 def test_an_empty_file_becomes_a_journal(tmp_path: Path) -> None:
     path = tmp_path / "touched.sqlite3"
     path.touch()

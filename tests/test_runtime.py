@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -542,6 +543,33 @@ def test_worker_killed_from_outside_is_crash_and_the_next_attempt_starts_fresh(
     assert (result.outcome, result.error_name) == ("crash", "WorkerDied")
     assert result.error_message == "the script worker process died (signal 9, SIGKILL)"
     assert attempt(worker, "return 'fresh'")[0].result == "fresh"
+
+
+def test_kill_from_another_thread_ends_the_attempt_of_a_loop_in_this_one(
+    worker: ScriptWorker,
+) -> None:
+    # The pipes belong to the loop awaiting the attempt; a kill from elsewhere leaves
+    # them to that loop, which sees the child's output end.
+    async def kill_elsewhere(task: asyncio.Future[AttemptResult]) -> AttemptResult:
+        killer = threading.Thread(target=worker.kill)
+        killer.start()
+        result = await task
+        killer.join()
+        return result
+
+    result = _spin_until_logged(worker, kill_elsewhere)
+    assert (result.outcome, result.error_name) == ("crash", "WorkerDied")
+    assert attempt(worker, "return 'fresh'")[0].result == "fresh"
+
+
+def test_the_child_imports_the_runtime_only(worker: ScriptWorker) -> None:
+    # Neither the parser (lxml) nor site-packages' start-up hooks: a start or a
+    # restart after a kill stays well under 100 ms (bench/worker.py).
+    assert attempt(worker, "return 1")[0].result == 1
+    assert worker.pid is not None
+    maps = Path(f"/proc/{worker.pid}/maps").read_text()
+    assert "_quickjs" in maps
+    assert "lxml" not in maps
 
 
 def test_cancelling_an_endless_loop_kills_the_worker_and_the_next_attempt_works(
