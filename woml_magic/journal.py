@@ -234,21 +234,26 @@ class Journal:
                 f"{self.path!r} is not a woml journal (not an SQLite database); "
                 "choose another journal path (--journal) or move the file aside"
             )
-        if header:
-            self._check_existing(path)
+        complete = bool(header) and self._check_existing(path)
         conn = self._connect(str(path))
         self._conn = conn
         try:
             self._enable_wal(conn)
-            self._create_schema()
+            if not complete:
+                self._create_schema()
         except BaseException:
             self._conn = None
             conn.close()
             raise
         self._tighten_sidecars(path)
 
-    def _check_existing(self, path: Path) -> None:
-        """Inspect an existing file read-only; raise if we must not write to it."""
+    def _check_existing(self, path: Path) -> bool:
+        """Inspect an existing file read-only; raise if we must not write to it.
+
+        True when it already holds this schema: it was created in one transaction,
+        so the version says all of it is there, and opening skips the write
+        transaction that would create it (half the cost of opening a journal).
+        """
         self._roll_back_hot_journal(path)
         ro = self._connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
         try:
@@ -275,6 +280,7 @@ class Journal:
                 f"{self.path!r} is an SQLite database but not a woml journal "
                 "(no woml-magic meta table); choose another journal path (--journal)"
             )
+        return bool(version == SCHEMA_VERSION and app == APP_NAME)
 
     def _roll_back_hot_journal(self, path: Path) -> None:
         """Let SQLite roll back a transaction left by a killed writer (spec §5.2).
