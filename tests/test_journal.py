@@ -526,6 +526,19 @@ def test_each_memory_journal_is_its_own_with_the_whole_schema() -> None:
         assert first.events("a") == scenario("a")
 
 
+def test_opening_a_journal_that_holds_the_schema_writes_nothing(tmp_path: Path) -> None:
+    path = tmp_path / "j.sqlite3"
+    with Journal(path) as j:
+        j(SAMPLES[0])
+    before = path.read_bytes()
+    with Journal(path) as j:
+        assert j.events("r") == [SAMPLES[0]]
+    assert path.read_bytes() == before
+    with Journal(path) as j:  # and it still takes appends
+        j(SAMPLES[1])
+        assert j.events("r") == SAMPLES[:2]
+
+
 def test_an_empty_file_becomes_a_journal(tmp_path: Path) -> None:
     path = tmp_path / "touched.sqlite3"
     path.touch()

@@ -83,6 +83,8 @@ class SimulatedClock(Clock):
         return time.monotonic() - self._t0 + self._offset
 
     async def sleep(self, seconds: float) -> None:
+        if seconds <= 0:
+            return  # as on the real clock: nothing to wait for, no timer to keep
         loop = asyncio.get_running_loop()
         fut: asyncio.Future[None] = loop.create_future()
         heapq.heappush(self._timers, (self.now() + max(0.0, seconds), self._seq, fut))

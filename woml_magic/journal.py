@@ -359,11 +359,14 @@ class Journal:
     def append(self, event: Event) -> None:
         """Append one event and commit it before returning (spec §5.2)."""
         data = self._encode(event)
-        with self._guard(f"append {event.kind} of run {event.run_id!r} to"), self._lock:
-            self._live().execute(
-                "INSERT INTO events(run_id, kind, at, wall, data) VALUES (?, ?, ?, ?, ?)",
-                (event.run_id, event.kind, float(event.at), time.time(), data),
-            )
+        try:
+            with self._lock:
+                self._live().execute(
+                    "INSERT INTO events(run_id, kind, at, wall, data) VALUES (?, ?, ?, ?, ?)",
+                    (event.run_id, event.kind, float(event.at), time.time(), data),
+                )
+        except sqlite3.Error as exc:  # `_guard`, inline: this runs for every event
+            raise self._error(f"append {event.kind} of run {event.run_id!r} to", exc) from exc
 
     def __call__(self, event: Event) -> None:
         """``EventSink``: the same as ``append`` (spec §5.2)."""
