@@ -24,6 +24,28 @@ def test_sleep_advances_the_clock_by_the_wait(kind: str) -> None:
     assert elapsed < 5
 
 
+@pytest.mark.parametrize("kind", ["real", "simulated"])
+@pytest.mark.parametrize("seconds", [0.0, -1.0])
+def test_a_wait_of_nothing_returns_without_yielding_to_the_loop(kind: str, seconds: float) -> None:
+    clock = make_clock(kind)
+    order: list[str] = []
+
+    async def other() -> None:
+        order.append("other task")
+
+    async def main() -> float:
+        task = asyncio.ensure_future(other())
+        before = clock.now()
+        await clock.sleep(seconds)
+        order.append("after the wait")
+        await task
+        return clock.now() - before
+
+    elapsed = asyncio.run(main())
+    assert order == ["after the wait", "other task"]  # no turn of the loop was taken
+    assert 0 <= elapsed < 1
+
+
 def test_simulated_sleep_skips_time_at_once() -> None:
     clock = SimulatedClock()
 
