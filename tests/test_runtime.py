@@ -739,10 +739,77 @@ asyncio.run(main())
 """
 
 
+THREAD_ENDS_THEN_PARENT_DIES = """
+import asyncio, os, threading, time
+from woml_magic.runtime import AttemptRequest, ScriptWorker
+
+worker = ScriptWorker()
+
+def request(script):
+    return AttemptRequest(script=script, script_line=1, script_column=1, context={},
+                          attempt={}, now_ms=lambda: 0.0)
+
+async def services(name, args):
+    return None
+
+def first():
+    asyncio.run(worker.run_attempt(request("return 1"), services, lambda lv, t: None))
+
+helper = threading.Thread(target=first)
+helper.start()
+helper.join()
+started_by_helper = worker.pid
+time.sleep(0.5)  # PR_SET_PDEATHSIG would have killed it when the helper ended
+
+async def main():
+    spinning = asyncio.Event()
+    task = asyncio.ensure_future(worker.run_attempt(
+        request("console.log('x'); while (true) {}"), services, lambda lv, t: spinning.set()))
+    await spinning.wait()
+    print(started_by_helper, worker.pid, flush=True)
+    os._exit(0)  # no cleanup at all, as if the kernel were killed
+
+asyncio.run(main())
+"""
+
+
+def _exits_soon(pid: int, seconds: float = 10) -> bool:
+    import time
+
+    def alive() -> bool:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            return False
+        return state != "Z"  # a zombie has exited; only its reaper is pending
+
+    deadline = time.monotonic() + seconds
+    while alive() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return not alive()
+
+
+def test_a_worker_outlives_the_thread_that_started_it_but_not_its_process() -> None:
+    import subprocess
+    import sys
+
+    root = str(Path(__file__).resolve().parents[1])
+    out = subprocess.run(
+        [sys.executable, "-c", THREAD_ENDS_THEN_PARENT_DIES],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": root},
+        timeout=60,
+        check=True,
+    )
+    started_by_helper, spinning = (int(p) for p in out.stdout.split())
+    assert spinning == started_by_helper  # the same warm process served both attempts
+    assert _exits_soon(spinning)
+
+
 def test_worker_dies_with_its_parent_even_mid_loop() -> None:
     import subprocess
     import sys
-    import time
 
     root = str(Path(__file__).resolve().parents[1])
     env = {**os.environ, "PYTHONPATH": root}
@@ -755,15 +822,4 @@ def test_worker_dies_with_its_parent_even_mid_loop() -> None:
         check=True,
     )
     pid = int(out.stdout.strip())
-
-    def alive() -> bool:
-        try:
-            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-        except OSError:
-            return False
-        return state != "Z"  # a zombie has exited; only its reaper is pending
-
-    deadline = time.monotonic() + 10
-    while alive() and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert not alive()
+    assert _exits_soon(pid)

@@ -29,6 +29,8 @@ import os
 import re
 import signal
 import sys
+import threading
+import time
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -354,17 +356,41 @@ def check(channel: Channel, command: dict[str, Any]) -> None:
     channel.send({"type": "checked", "id": command["id"], "error": error})
 
 
+PARENT_POLL_SECONDS = 0.25
+
+
 def _die_with_parent() -> None:
-    # Linux: the kernel SIGKILLs us when the parent dies, even mid-`while(true){}`.
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        pr_set_pdeathsig = 1
-        libc.prctl(pr_set_pdeathsig, signal.SIGKILL, 0, 0, 0)
-    except (OSError, AttributeError):
-        return
+    """Exit when the kernel process dies, even mid-``while (true) {}``.
+
+    Linux's ``PR_SET_PDEATHSIG`` kills us at once, but it fires when the *thread* that
+    started us ends, so the kernel asks for it (``WOML_PARENT_SIGNAL``) only from its
+    main thread: a worker started from a helper thread (``wm.start`` in plain Python)
+    must outlive that thread. A watcher thread covers every case within
+    ``PARENT_POLL_SECONDS``: scripts run with the GIL released, so it runs even while
+    a script spins.
+    """
     expected = os.environ.get("WOML_PARENT_PID")
-    if expected is not None and str(os.getppid()) != expected:
+    if os.environ.get("WOML_PARENT_SIGNAL") == "1":
+        try:
+            libc = ctypes.CDLL(None, use_errno=True)
+            pr_set_pdeathsig = 1
+            libc.prctl(pr_set_pdeathsig, signal.SIGKILL, 0, 0, 0)
+        except (OSError, AttributeError):
+            pass
+    if expected is None:
+        return
+    if str(os.getppid()) != expected:
         os._exit(0)
+    threading.Thread(
+        target=_watch_parent, args=(int(expected),), name="woml-parent-watch", daemon=True
+    ).start()
+
+
+def _watch_parent(pid: int) -> None:
+    while True:
+        time.sleep(PARENT_POLL_SECONDS)
+        if os.getppid() != pid:  # we were handed to another reaper: the kernel is gone
+            os._exit(0)
 
 
 def main() -> None:

@@ -24,6 +24,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import weakref
 from pathlib import Path
 from typing import Any
@@ -82,6 +83,9 @@ class _Process:
             p for p in (*_child_path(), env.get("PYTHONPATH", "")) if p
         )
         env["WOML_PARENT_PID"] = str(os.getpid())
+        # PR_SET_PDEATHSIG follows the thread that starts the child (see _child.py).
+        from_main = threading.current_thread() is threading.main_thread()
+        env["WOML_PARENT_SIGNAL"] = "1" if from_main else "0"
         self.popen = subprocess.Popen(
             [sys.executable, "-S", "-c", _BOOTSTRAP, _PACKAGE_DIR],
             stdin=subprocess.PIPE,
