@@ -22,6 +22,7 @@ from typing import Any
 
 import woml_magic as wm
 from woml_magic.clock import RealClock
+from woml_magic.runtime import ScriptWorker
 
 ROUNDS = 5
 RUNS = 30  # of 10 attempts each, per round
@@ -96,8 +97,20 @@ def results() -> list[dict[str, Any]]:
     return _measure()[0]
 
 
+def _prelude_mode() -> str | None:
+    """How the worker gives each context its prelude (docs/runtime.md): a figure's context."""
+    worker = ScriptWorker()
+    try:
+        asyncio.run(worker.start())
+        return worker.prelude
+    finally:
+        asyncio.run(worker.aclose())
+
+
 def main() -> None:
     engine, restarts = _measure()
+    print(f"(contexts get the prelude as {_prelude_mode()}; WOML_PRELUDE_BYTECODE=0 "
+          "compiles it instead)")
     for row in engine + restarts:
         mark = "ok" if row["ok"] else "MISS"
         print(f"{row['name']:<48} {row['value']:>10.2f} {row['unit']:<3} "
