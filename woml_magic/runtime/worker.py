@@ -62,6 +62,8 @@ def _child_path() -> list[str]:
             if str(folder) not in folders:
                 folders.append(str(folder))
     return folders
+
+
 _JOIN_SECONDS = 5.0
 
 _Sink = tuple[asyncio.AbstractEventLoop, "asyncio.Queue[dict[str, Any]]"]
