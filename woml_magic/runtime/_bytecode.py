@@ -114,7 +114,7 @@ class PreludeBytecode:
             return None
         if _binding_version() not in CHECKED_VERSIONS:
             return None
-        if type(quickjs.Context()).__basicsize__ < _CONTEXT_OFFSET + 8:
+        if quickjs.Context.__basicsize__ < _CONTEXT_OFFSET + 8:
             return None
         lib = _library()
         if lib is None:

@@ -53,6 +53,8 @@ _PARTS = {
     for name in ("console", "services", "results")
 }
 _PRELUDE_GLOBAL = "__womlPrelude"
+# The lazy parts as one JS object literal of source strings (the compiled-from-source way).
+_PARTS_SOURCE = json.dumps(_PARTS)
 
 
 def prelude_source(pad: int, *, bytecode: bool) -> str:
@@ -71,7 +73,7 @@ def prelude_source(pad: int, *, bytecode: bool) -> str:
         )
     return (
         "\n" * (pad + 2) + "(function (emit) { return ("
-        + _PRELUDE + f")(emit, {json.dumps(_PARTS)}); }})"
+        + _PRELUDE + f")(emit, {_PARTS_SOURCE}); }})"
     )
 
 

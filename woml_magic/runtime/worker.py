@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import importlib.util
 import itertools
 import json
@@ -51,8 +52,12 @@ main()
 """
 
 
-def _child_path() -> list[str]:
-    """Folders the child needs on its path: where quickjs and its C module are installed."""
+@functools.cache
+def _child_path() -> tuple[str, ...]:
+    """Folders the child needs on its path: where quickjs and its C module are installed.
+
+    Looked up once per process: every worker start and restart needs them.
+    """
     folders: list[str] = []
     for name in ("quickjs", "_quickjs"):
         spec = importlib.util.find_spec(name)
@@ -61,7 +66,7 @@ def _child_path() -> list[str]:
             folder = origin.parent.parent if origin.name == "__init__.py" else origin.parent
             if str(folder) not in folders:
                 folders.append(str(folder))
-    return folders
+    return tuple(folders)
 
 
 _JOIN_SECONDS = 5.0
