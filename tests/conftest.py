@@ -40,9 +40,8 @@ def rss_mb() -> float:
 def _close_leftover_event_loop() -> Iterator[None]:
     """Close an event loop a test left set as current.
 
-    ``wm.run`` inside a running loop applies nest_asyncio (as in a notebook), which
-    patches ``asyncio.run`` process-wide to reuse the loop of ``get_event_loop()``;
-    that loop would otherwise stay open until garbage collection warns about it.
+    A test that made a loop current and left it open would otherwise keep it until
+    garbage collection warns about it (``filterwarnings = error``).
     """
     yield
     local = getattr(asyncio.get_event_loop_policy(), "_local", None)

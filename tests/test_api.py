@@ -108,3 +108,70 @@ def test_start_with_resume_of_a_finished_run_hands_back_the_journaled_run(
     assert again.id == first.id
     assert handle.run.status == "succeeded"
     assert [a.outcome for a in again.steps["s"].attempts] == ["threw", "succeeded"]
+
+
+# -- spec §6.3, §7: every run executes on the package's run loop ---------------------------
+
+
+def test_cancel_of_a_finished_run_does_nothing() -> None:
+    """spec §7: cancelling a run that already ended is a no-op, not an error."""
+    handle = wm.start(DOC, clock="simulated")
+    run = handle.result(timeout=30)
+    handle.cancel()
+    handle.cancel()
+    assert handle.done()
+    assert run.status == "succeeded"
+    assert [a.outcome for a in run.steps["s"].attempts] == ["threw", "succeeded"]
+
+
+def test_a_run_sees_the_context_of_the_thread_that_started_it() -> None:
+    """The run loop runs each task in a copy of the caller's contextvars (ipykernel 7
+    keeps a cell's parent header there, so outputs land in the cell that ran it)."""
+    import contextvars
+
+    from woml_magic.events import RunStarted
+
+    cell: contextvars.ContextVar[str] = contextvars.ContextVar("cell")
+    seen: list[str] = []
+
+    def sink(event: object) -> None:
+        if isinstance(event, RunStarted):
+            seen.append(cell.get("no context"))
+
+    cell.set("cell 7")
+    wm.run(DOC, clock="simulated", sinks=[sink])
+    assert seen == ["cell 7"]
+
+
+def test_blocking_on_the_run_loop_itself_is_refused_clearly() -> None:
+    """A sink that called wm.run would wait for its own loop: a clear error instead."""
+    from woml_magic.events import RunStarted
+
+    errors: list[str] = []
+
+    def sink(event: object) -> None:
+        if isinstance(event, RunStarted):
+            try:
+                wm.run(DOC, clock="simulated")
+            except WomlError as exc:
+                errors.append(str(exc))
+
+    wm.run(DOC, clock="simulated", sinks=[sink])
+    assert errors
+    assert "await wm.run_async" in errors[0]
+
+
+def test_runs_from_many_threads_share_one_loop_and_all_finish() -> None:
+    import threading
+
+    results: list[str] = []
+
+    def one() -> None:
+        results.append(wm.run(DOC, clock="simulated").status)
+
+    threads = [threading.Thread(target=one) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert results == ["succeeded"] * 4

@@ -306,12 +306,27 @@ def test_cancelling_run_async_records_cancelled_then_raises() -> None:
 
 
 def test_wm_run_works_inside_a_running_event_loop() -> None:
-    """spec §7: wm.run works inside a running loop (a notebook cell), via nest_asyncio."""
+    """spec §7: wm.run works inside a running loop (a notebook cell)."""
 
     async def main() -> object:
         return wm.run(step("return 5;"), clock="simulated").steps["s"].result
 
     assert asyncio.run(main()) == 5
+
+
+def test_wm_run_inside_a_running_loop_never_re_enters_it() -> None:
+    """spec §6.3: a run never re-enters the caller's loop (re-entry wedges ipykernel
+    under Run All): work queued on that loop before the call runs only after it."""
+    order: list[str] = []
+
+    async def main() -> None:
+        asyncio.get_running_loop().call_soon(order.append, "queued callback")
+        run = wm.run(step("return 5;"), clock="simulated")
+        order.append(f"run {run.status}")
+        await asyncio.sleep(0)
+
+    asyncio.run(main())
+    assert order == ["run succeeded", "queued callback"]
 
 
 # -- spec §4.5: no script can hurt the kernel -----------------------------------------------

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
+from IPython.utils.capture import capture_output
 from traitlets.config import Config
 
 from woml_magic.magic import WomlMagics
@@ -52,6 +53,15 @@ def ip(
     shell.config.pop("Woml", None)  # %config records settings in the shell's config
     for name in ("r", "data", "bad"):
         shell.user_ns.pop(name, None)
+
+
+def displayed(ip: InteractiveShell, obj: Any) -> dict[str, Any]:
+    """The one output ``display(obj)`` produces in this shell (spec §6.3: one per cell)."""
+    with capture_output() as cap:
+        ip.display_formatter.format(obj)
+    assert len(cap.outputs) == 1
+    data: dict[str, Any] = cap.outputs[0].data
+    return data
 
 
 def magics(ip: InteractiveShell) -> WomlMagics:
@@ -202,7 +212,7 @@ def test_journal_option_then_runs_lists_it_and_show_renders_it(
     assert isinstance(shown, Run)
     assert [a.outcome for a in shown.steps["flaky"].attempts] == ["threw"] * 3
     assert shown.steps["flaky"].idempotency_key == run.steps["flaky"].idempotency_key
-    bundle = ip.display_formatter.format(shown)[0]
+    bundle = displayed(ip, shown)
     assert "woml-timeline" in bundle["text/html"]
     assert "flaky" in bundle["text/plain"]
 
@@ -221,13 +231,32 @@ def test_resume_of_a_finished_run_reexecutes_nothing(ip: InteractiveShell) -> No
     first = woml(ip, "--simulate --run-id done", SUCCEEDS)
     again = woml(ip, "--resume done", SUCCEEDS)
     assert again.id == "done"
+    assert again.steps["ok"].status == "reattached"  # spec §5.3: result from the journal
     assert again.steps["ok"].result == first.steps["ok"].result
     assert len(again.steps["ok"].attempts) == 1
 
 
+def test_resume_accepts_a_clock_option_that_matches_the_journaled_clock(
+    ip: InteractiveShell,
+) -> None:
+    # spec §5.3: re-running a cell after adding --resume keeps its --simulate.
+    woml(ip, "--simulate --run-id same", SUCCEEDS)
+    again = woml(ip, "--simulate --resume same", SUCCEEDS)
+    assert again.clock == "simulated"
+    again = woml(ip, "--clock simulated --resume same", SUCCEEDS)
+    assert again.clock == "simulated"
+
+
+def test_resume_refuses_a_clock_option_that_conflicts_naming_both(ip: InteractiveShell) -> None:
+    woml(ip, "--simulate --run-id sim", SUCCEEDS)
+    with pytest.raises(UsageError, match=r"--clock real conflicts with run sim's journaled "
+                       r"clock 'simulated'"):
+        woml(ip, "--clock real --resume sim", SUCCEEDS)
+
+
 def test_no_timeline_returns_the_run_rendered_statically(ip: InteractiveShell) -> None:
     run = woml(ip, "--simulate --no-timeline", SUCCEEDS)
-    data, _ = ip.display_formatter.format(run)
+    data = displayed(ip, run)
     assert "woml-timeline" in data["text/html"]
     assert "ok" in data["text/plain"]
 
@@ -243,7 +272,6 @@ def test_no_timeline_returns_the_run_rendered_statically(ip: InteractiveShell) -
         ("--simulate --clock real", "contradict"),
         ("--retry-interrupted", "--retry-interrupted needs --resume"),
         ("--resume a --run-id b", "disagree"),
-        ("--resume a --simulate", "keeps its journaled clock"),
         ("--resume a --payload 1", "keeps its journaled payload"),
         ("--out 1x", "not a Python variable name"),
         ("--out class", "not a Python variable name"),

@@ -47,45 +47,60 @@ def kernel_env(tmp_path: Path) -> dict[str, str]:
     return env
 
 
-def test_simulated_run_shows_the_widget_and_saves_its_state(tmp_path: Path) -> None:
+def execute(tmp_path: Path, cells: list[str]) -> nbformat.NotebookNode:
     nb = nbformat.v4.new_notebook()
-    nb.cells = [
-        nbformat.v4.new_code_cell("%load_ext woml_magic"),
-        nbformat.v4.new_code_cell(f"%%woml --simulate --run-id nb-1\n{RETRIES}"),
-        nbformat.v4.new_code_cell("%woml runs"),
-    ]
+    nb.cells = [nbformat.v4.new_code_cell(c) for c in cells]
     client = NotebookClient(
         nb,
         timeout=60,
         kernel_name="python3",
-        store_widget_state=True,
+        store_widget_state=True,  # nbclient's default, as `nbconvert --execute` runs it
         resources={"metadata": {"path": str(tmp_path)}},
     )
     client.execute(cwd=str(tmp_path), env=kernel_env(tmp_path))
+    return nb
 
+
+def test_a_quick_run_is_one_static_timeline_and_no_widget(tmp_path: Path) -> None:
+    nb = execute(tmp_path, [
+        "%load_ext woml_magic",
+        f"%%woml --simulate --run-id nb-1\n{RETRIES}",
+        "%woml runs",
+    ])
     outputs = nb.cells[1].outputs
-    views = [o for o in outputs if o.output_type == "display_data" and WIDGET_VIEW in o.data]
-    assert len(views) == 1, outputs
-    view = views[0]
-    # spec §6.3: a saved notebook opened without widgets shows the static timeline.
-    assert "woml-timeline" in view.data["text/html"]
-    assert "charge" in view.data["text/plain"]
-    # The cell's value is the Run; the timeline is not drawn a second time.
-    results = [o for o in outputs if o.output_type == "execute_result"]
-    assert [r.data for r in results] == [{"text/plain": "<Run nb-1 cell succeeded>"}]
-    assert not [o for o in outputs if o.output_type == "error"]
-
-    state = nb.metadata["widgets"][WIDGET_STATE]["state"]
-    model_id = view.data[WIDGET_VIEW]["model_id"]
-    assert model_id in state
-    saved = json.dumps(state)
-    assert "woml-timeline" in saved
-    assert idempotency_key("nb-1", "charge") in saved
-    assert "succeeded" in saved
+    # spec §6.3: one output per cell, the static timeline (with its replay script).
+    assert len(outputs) == 1, outputs
+    assert outputs[0].output_type == "display_data"
+    assert WIDGET_VIEW not in outputs[0].data
+    assert "woml-timeline" in outputs[0].data["text/html"]
+    assert idempotency_key("nb-1", "charge") in outputs[0].data["text/html"]
+    assert "charge" in outputs[0].data["text/plain"]
+    assert "widgets" not in nb.metadata  # nothing for an export to depend on
 
     table = nb.cells[2].outputs[0]
     assert "<td>nb-1</td>" in table.data["text/html"]
     assert (tmp_path / ".woml" / "journal.sqlite3").exists()
+
+
+def test_a_live_run_ends_as_the_static_timeline_in_the_saved_notebook(tmp_path: Path) -> None:
+    # A real-clock run outlives LIVE_AFTER_S: the cell shows the live widget, then the
+    # same output becomes the static timeline, so the saved notebook (and an nbconvert
+    # export of it) never needs the widget's state (spec §6.3).
+    nb = execute(tmp_path, [
+        "%load_ext woml_magic",
+        '%%woml --run-id nb-live\n<step id="w" retry="2" retry-delay="600ms"><script>'
+        'if (attempt.number < 2) throw new Error("busy"); return 1;</script></step>',
+        "r = _\nprint(r.status)",
+    ])
+    outputs = nb.cells[1].outputs
+    assert len(outputs) == 1, outputs
+    assert WIDGET_VIEW not in outputs[0].data
+    assert 'data-run="nb-live"' in outputs[0].data["text/html"]
+    assert "succeeded" in outputs[0].data["text/plain"]
+    # the widget existed while the run went on, and was closed when it ended
+    state = nb.metadata["widgets"][WIDGET_STATE]["state"]
+    assert any("woml" in json.dumps(s) for s in state.values())
+    assert nb.cells[2].outputs[0].text == "succeeded\n"
 
 
 class Kernel:
@@ -159,7 +174,7 @@ def test_interrupt_ends_the_attempt_interrupted_and_the_kernel_stays_usable(
 ) -> None:
     kernel.run("%load_ext woml_magic")
     msg_id = kernel.send(f"%%woml --run-id int-1 --out r\n{LONG_WAIT}")
-    # The live widget is displayed before the run starts (spec §6.1): wait for it.
+    # The run outlives LIVE_AFTER_S, so the live widget is displayed: wait for it.
     shown = kernel.wait_for(msg_id, "display_data")
     assert WIDGET_VIEW in shown[-1]["content"]["data"]
     time.sleep(1.0)

@@ -1,22 +1,23 @@
 """The Python API: ``run``, ``run_async`` and ``start`` (spec §7).
 
-``run_async`` is the one code path; ``run`` drives it to the end from plain code or
-from inside a running loop (a notebook cell, through nest_asyncio), and ``start``
-runs it in the background behind a ``RunHandle``.
+Every run executes on the package's run loop, in a thread of its own (``runloop``,
+spec §6.3): ``start`` submits it there and returns a ``RunHandle``; ``run`` waits for
+that handle (a kernel interrupt ends the attempt ``interrupted``); ``run_async``
+awaits it from any other loop. No caller's loop is ever re-entered.
 """
 
 from __future__ import annotations
 
 import asyncio
 import atexit
+import concurrent.futures
 import contextlib
 import json
 import os
 import secrets
-import signal
 import threading
 import time
-from collections.abc import Callable, Coroutine, Generator, Iterable
+from collections.abc import Callable, Generator, Iterable
 from typing import TYPE_CHECKING, Any
 
 from .clock import make_clock
@@ -24,14 +25,17 @@ from .engine import Engine, EngineConfig, check_scripts
 from .errors import WomlError, WomlRunError
 from .events import EventSink
 from .model import Run, Workflow
+from .runloop import RunTask, run_loop
 from .runtime.pool import WorkerPool
 
 if TYPE_CHECKING:
     from .journal import Journal
 
-#: Ticks this often while a run is active so a kernel interrupt lands promptly (the
+#: Ticks this often while a run is awaited so a kernel interrupt lands promptly (the
 #: notes: an idle loop otherwise did not see ipykernel's task cancel for ~29 s).
 _WAKE_INTERVAL = 0.1
+#: How long an interrupted caller waits for the run to record its ``interrupted`` attempt.
+_STOP_WAIT_S = 10.0
 
 _pool: WorkerPool | None = None
 
@@ -110,9 +114,46 @@ async def run_async(
 ) -> Run:
     """Run a workflow to its end and return the ``Run`` (spec §7).
 
-    Cancelling the task records the running attempt as ``cancelled`` and then raises
-    ``asyncio.CancelledError``.
+    The run executes on the package's run loop (``runloop``); awaiting it from any
+    other loop only waits. Cancelling the awaiting task records the running attempt as
+    ``cancelled`` and then raises ``asyncio.CancelledError``.
     """
+    coro = _execute(text_or_workflow, payload, clock, run_id, journal, resume,
+                    retry_interrupted, sinks=sinks, config=config, on_engine=on_engine)
+    runner = run_loop()
+    if runner.is_current():
+        return await coro
+    task = runner.submit(coro)
+    # ipykernel turns Ctrl-C in an `await` cell into a cancel of the cell's task that
+    # does not wake an idle loop (shared/notes): tick while we wait so it lands.
+    waker = asyncio.ensure_future(_wake_periodically())
+    try:
+        return await asyncio.shield(task.wait_async())
+    except asyncio.CancelledError:
+        task.cancel()
+        with contextlib.suppress(BaseException):
+            await task.wait_async()
+        raise
+    finally:
+        waker.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await waker
+
+
+async def _execute(
+    text_or_workflow: str | Workflow,
+    payload: Any,
+    clock: str,
+    run_id: str | None,
+    journal: str | os.PathLike[str] | Journal,
+    resume: str | None,
+    retry_interrupted: bool,
+    *,
+    sinks: Iterable[EventSink],
+    config: EngineConfig | None,
+    on_engine: Callable[[Engine], None] | None,
+) -> Run:
+    """The run itself, on the run loop: check, open the journal, start or resume."""
     workflow = _as_workflow(text_or_workflow)
     if clock not in ("real", "simulated"):
         raise WomlRunError(f"unknown clock {clock!r}; use 'real' or 'simulated'")
@@ -122,7 +163,7 @@ async def run_async(
         if resume is not None:
             engine = _resume_engine(workflow, jr, resume, pool, sinks, config, retry_interrupted)
             if engine is None:
-                return jr.load(resume, workflow)
+                return _reattached(jr.load(resume, workflow))
         else:
             rid = _validate_run_id(run_id) if run_id is not None else new_run_id()
             if jr.has_run(rid):
@@ -135,15 +176,9 @@ async def run_async(
                             config=config)
         if on_engine is not None:
             on_engine(engine)
-        waker = asyncio.ensure_future(_wake_periodically())
-        try:
-            if resume is not None:
-                return await engine.resume()
-            return await engine.start_new()
-        finally:
-            waker.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await waker
+        if resume is not None:
+            return await engine.resume()
+        return await engine.start_new()
 
 
 def _resume_engine(
@@ -181,6 +216,16 @@ def _resume_engine(
                   retry_interrupted=retry_interrupted)
 
 
+def _reattached(run: Run) -> Run:
+    """A finished run resumed: nothing re-executes and nothing is journaled, but each
+    succeeded step's result now comes from the journal, so it is ``reattached``
+    (spec §5.3, §7), as it is when an unfinished run is resumed."""
+    for sr in run.steps.values():
+        if sr.status == "succeeded":
+            sr.status = "reattached"
+    return run
+
+
 def _downtime(jr: Journal, run_id: str, clock: str) -> float:
     """Seconds the run's clock ran on since its last journaled event (spec §5.1, §5.3).
 
@@ -214,142 +259,132 @@ def run(
 ) -> Run:
     """Run a workflow to its end, blocking (spec §7).
 
-    Works in a plain process and inside a running event loop (a notebook cell). A
-    kernel interrupt (SIGINT) ends the running attempt ``interrupted``, tears the
-    worker down, then raises ``KeyboardInterrupt`` (spec §6.1).
+    Works in a plain process and inside a running event loop (a notebook cell): the
+    run executes on the package's run loop while this thread waits, so the caller's
+    loop is never re-entered (spec §6.3). A kernel interrupt (SIGINT) ends the running
+    attempt ``interrupted``, tears the worker down, then raises ``KeyboardInterrupt``
+    (spec §6.1).
     """
-    engines: list[Engine] = []
-
-    def remember(engine: Engine) -> None:
-        engines.append(engine)
-        if on_engine is not None:
-            on_engine(engine)
-
-    coro = run_async(text_or_workflow, payload, clock, run_id, journal, resume,
-                     retry_interrupted, sinks=sinks, config=config, on_engine=remember)
-    try:
-        loop = asyncio.get_running_loop()
-    except RuntimeError:
-        loop = None
-    if loop is None:
-        loop = asyncio.new_event_loop()
-        try:
-            return _drive(loop, coro, engines)
-        finally:
-            loop.run_until_complete(loop.shutdown_asyncgens())
-            loop.close()
-    import nest_asyncio
-
-    nest_asyncio.apply(loop)
-    return _drive(loop, coro, engines)
-
-
-def _drive(
-    loop: asyncio.AbstractEventLoop, coro: Coroutine[Any, Any, Run], engines: list[Engine]
-) -> Run:
-    """Run ``coro`` on ``loop``; turn SIGINT into an ``interrupted`` attempt, then re-raise."""
-    task = loop.create_task(coro)
-    interrupted = False
-
-    def interrupt() -> None:
-        nonlocal interrupted
-        interrupted = True
-        for engine in engines:
-            engine.stop_reason("interrupted")
-        task.cancel()
-
-    previous = None
-    if threading.current_thread() is threading.main_thread():
-        def on_sigint(signum: int, frame: object) -> None:
-            loop.call_soon_threadsafe(interrupt)
-
-        previous = signal.signal(signal.SIGINT, on_sigint)
-    try:
-        while True:
-            try:
-                return loop.run_until_complete(task)
-            except KeyboardInterrupt:
-                # SIGINT arrived outside our handler (another thread's handler, or it
-                # landed before ours was installed): stop the task cleanly, then re-raise.
-                interrupt()
-            except asyncio.CancelledError:
-                if interrupted:
-                    raise KeyboardInterrupt from None
-                raise
-    finally:
-        if previous is not None:
-            signal.signal(signal.SIGINT, previous)
+    handle = start(text_or_workflow, payload, clock, run_id, journal, resume,
+                   retry_interrupted, sinks=sinks, config=config, on_engine=on_engine)
+    return handle.wait_interruptibly()
 
 
 class RunHandle:
-    """A run going on in the background (spec §7: ``wm.start``)."""
+    """A run going on in the background on the run loop (spec §7: ``wm.start``)."""
 
-    def __init__(self, engine_ready: threading.Event) -> None:
+    def __init__(self) -> None:
         self._engine: Engine | None = None
-        self._engine_ready = engine_ready
-        self._task: asyncio.Future[Run] | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._thread: threading.Thread | None = None
-        self._error: BaseException | None = None
-        self._result: Run | None = None  # the Run the task returned
+        self._started = threading.Event()  # the engine exists, or the run already ended
+        self._task: RunTask[Run] | None = None
+
+    def _attach(self, task: RunTask[Run]) -> None:
+        self._task = task
+        task.future.add_done_callback(lambda _f: self._started.set())
+
+    def _got_engine(self, engine: Engine) -> None:
+        self._engine = engine
+        self._started.set()
+
+    def wait_started(self, timeout: float | None = None) -> bool:
+        """Block until the run has an engine (it started) or has already ended."""
+        return self._started.wait(timeout)
+
+    @property
+    def engine(self) -> Engine | None:
+        """The engine executing the run, once it started (None before, or if it never did)."""
+        return self._engine
 
     @property
     def run(self) -> Run:
         """The live ``Run``, updated as events arrive."""
-        self._engine_ready.wait(timeout=30)
-        if self._result is not None:
-            return self._result
-        if self._engine is None:
-            if self._error is not None:
-                raise self._error
-            raise WomlError("the run has not started yet")
-        return self._engine.run
+        self.wait_started(timeout=30)
+        if self._engine is not None:
+            return self._engine.run
+        if self._task is not None and self._task.done():
+            return self._task.result()  # ended before an engine: raises its error, or a
+            #                             finished run resumed (nothing to re-execute)
+        raise WomlError("the run has not started yet")
 
     @property
     def id(self) -> str:
         return self.run.id
 
-    def cancel(self) -> None:
-        """Cancel the run: the running attempt ends ``cancelled`` (spec §3.2)."""
-        if self._loop is None or self._task is None:
+    def cancel(self, reason: str = "cancelled") -> None:
+        """Cancel the run: the running attempt ends ``cancelled`` (spec §3.2).
+
+        Does nothing once the run has ended. ``reason="interrupted"`` is what a kernel
+        interrupt records instead (spec §6.1).
+        """
+        if self._task is None:
             return
-        task = self._task
 
-        def do_cancel() -> None:
+        def say_why() -> None:
             if self._engine is not None:
-                self._engine.stop_reason("cancelled")
-            task.cancel()
+                self._engine.stop_reason(reason)
 
-        if self._thread is None:
-            do_cancel()
-        else:
-            self._loop.call_soon_threadsafe(do_cancel)
+        self._task.cancel(before=say_why)
+
+    def subscribe(self, sink: EventSink) -> None:
+        """Deliver the run's later events to ``sink`` too (on the run loop's thread)."""
+        engine = self._engine
+        if engine is not None:
+            run_loop().call(lambda: engine.subscribe(sink))
 
     def done(self) -> bool:
         return self._task is not None and self._task.done()
 
+    def add_done_callback(self, fn: Callable[[RunHandle], object]) -> None:
+        """Call ``fn(handle)`` when the run ends (on the run loop's thread)."""
+        if self._task is not None:
+            self._task.future.add_done_callback(lambda _f: fn(self))
+
     def result(self, timeout: float | None = None) -> Run:
         """Block until the run ends (for plain scripts; in a notebook ``await handle``)."""
-        if self._thread is not None:
-            self._thread.join(timeout)
-            if self._thread.is_alive():
-                raise TimeoutError(f"the run did not finish within {timeout}s")
-        elif self._task is not None and not self._task.done():
-            raise WomlError("the run is still going; use `await handle` inside the event loop")
-        return self._final()
+        if self._task is None:
+            raise WomlError("the run was never started")
+        try:
+            return self._task.result(timeout)
+        except concurrent.futures.TimeoutError:
+            raise TimeoutError(f"the run did not finish within {timeout}s") from None
+        except asyncio.CancelledError:
+            return self._cancelled_run()
 
-    def _final(self) -> Run:
-        if self._error is not None:
-            raise self._error
-        return self.run
+    def wait(self, timeout: float | None = None) -> bool:
+        """Block until the run ends, at most ``timeout`` seconds; whether it ended.
+
+        On ``KeyboardInterrupt`` (a kernel interrupt) the running attempt ends
+        ``interrupted``; this waits until that is recorded, then re-raises (spec §6.1).
+        """
+        if self._task is None:
+            raise WomlError("the run was never started")
+        try:
+            return self._task.wait(timeout)
+        except KeyboardInterrupt:
+            self.cancel("interrupted")
+            self._task.wait(_STOP_WAIT_S)
+            raise
+
+    def wait_interruptibly(self) -> Run:
+        """Block until the run ends and return it; a kernel interrupt ends the running
+        attempt ``interrupted`` and re-raises (see ``wait``)."""
+        self.wait()
+        return self.result()
+
+    def _cancelled_run(self) -> Run:
+        if self._engine is None:
+            raise WomlError("the run was cancelled before it started") from None
+        return self._engine.run
 
     def __await__(self) -> Generator[Any, None, Run]:
-        if self._thread is not None:
-            yield from asyncio.get_running_loop().run_in_executor(None, self._thread.join)
-        elif self._task is not None:
-            with contextlib.suppress(asyncio.CancelledError):
-                yield from self._task.__await__()
-        return self._final()
+        if self._task is None:
+            raise WomlError("the run was never started")
+        try:
+            return (yield from self._task.wait_async().__await__())
+        except asyncio.CancelledError:
+            if self._task.done():
+                return self._cancelled_run()
+            raise
 
     def __repr__(self) -> str:
         state = "done" if self.done() else "running"
@@ -370,66 +405,21 @@ def start(
     config: EngineConfig | None = None,
     on_engine: Callable[[Engine], None] | None = None,
 ) -> RunHandle:
-    """Start a run in the background and return at once (spec §7).
-
-    Inside a running event loop (a notebook) the run is a task on that loop; in plain
-    code it runs on a loop in a background thread.
-    """
-    ready = threading.Event()
-    handle = RunHandle(ready)
+    """Start a run in the background on the run loop and return at once (spec §7)."""
+    handle = RunHandle()
 
     def got_engine(engine: Engine) -> None:
-        handle._engine = engine
-        ready.set()
+        handle._got_engine(engine)
         if on_engine is not None:
             on_engine(engine)
 
-    async def main() -> Run:
-        try:
-            handle._result = await run_async(
-                text_or_workflow, payload, clock, run_id, journal, resume, retry_interrupted,
-                sinks=sinks, config=config, on_engine=got_engine)
-        except asyncio.CancelledError:
-            if handle._engine is None:
-                raise
-            return handle._engine.run
-        except BaseException as exc:
-            handle._error = exc
-            raise
-        else:
-            return handle._result
-        finally:
-            ready.set()
-
-    try:
-        loop = asyncio.get_running_loop()
-    except RuntimeError:
-        loop = None
-    if loop is not None:
-        handle._loop = loop
-        handle._task = loop.create_task(main())
-        handle._task.add_done_callback(_consume)
-        return handle
-    new_loop = asyncio.new_event_loop()
-    handle._loop = new_loop
-    handle._task = new_loop.create_task(main())
-    handle._task.add_done_callback(_consume)
-
-    def drive() -> None:
-        try:
-            assert handle._task is not None
-            with contextlib.suppress(BaseException):
-                new_loop.run_until_complete(handle._task)
-        finally:
-            new_loop.run_until_complete(new_loop.shutdown_asyncgens())
-            new_loop.close()
-
-    handle._thread = threading.Thread(target=drive, name="woml-run", daemon=True)
-    handle._thread.start()
+    runner = run_loop()
+    if runner.is_current():
+        raise WomlError(
+            "wm.run()/wm.start() was called from the run loop itself (an event sink?); "
+            "await wm.run_async(...) there instead"
+        )
+    coro = _execute(text_or_workflow, payload, clock, run_id, journal, resume,
+                    retry_interrupted, sinks=sinks, config=config, on_engine=got_engine)
+    handle._attach(runner.submit(coro))
     return handle
-
-
-def _consume(task: asyncio.Future[Run]) -> None:
-    """Mark a background task's exception as retrieved (the handle re-raises it)."""
-    if not task.cancelled():
-        task.exception()

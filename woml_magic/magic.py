@@ -1,15 +1,16 @@
 """The ``%%woml`` cell magic and the ``%woml`` line magic (spec §6.1, §6.2).
 
-A thin adapter (STYLE 2): arguments → ``parse(cell, line_offset=1)`` → ``api.run`` or
-``api.start`` → display. Retry, XML and HTTP logic live below it and never import
-IPython. Per-session state — open journals, background runs, live widgets, the
+A thin adapter (STYLE 2): arguments → ``parse(cell, line_offset=1)`` → ``api.start``
+→ wait → display. Every run executes on the package's run loop (``runloop``); the
+cell's thread only waits for it, so the kernel's own loop is never re-entered and
+every queued cell runs (spec §6.3). Retry, XML and HTTP logic live below it and never
+import IPython. Per-session state — open journals, background runs, live views, the
 ``Woml`` settings — lives on the ``WomlMagics`` instance, which closes it all in
 ``unload_ipython_extension`` (STYLE 7).
 
-Display (see docs/magic.md): where widgets work (an ipykernel) the live
-``TimelineWidget`` is displayed before the run starts, and the cell's value, the
-``Run``, is then shown as its one-line repr so the timeline is not drawn twice;
-elsewhere, and with ``--no-timeline``, the value renders as the static timeline.
+Display (see docs/magic.md): one output per cell. A finished run is its static
+timeline; a run still going shows the live widget, with the static timeline as its
+fallback, and becomes the static timeline when it ends (``magic_display.LiveView``).
 """
 
 # IPython's magic decorators, argument parser and display are untyped (STYLE 8).
@@ -17,36 +18,36 @@ elsewhere, and with ``--no-timeline``, the value renders as the static timeline.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import keyword
 import os
 import shlex
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import nest_asyncio
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments
 
 from . import api
 from .config import settings_for
-from .engine import Engine, EngineConfig, check_scripts
+from .engine import EngineConfig
 from .errors import WomlError, WomlJournalError, WomlRunError, WomlSyntaxError
 from .journal import MEMORY, Journal
-from .magic_display import LiveView, RunTable, display, timeline_widget
+from .magic_display import LiveView, RunTable, display, static_bundle
 from .model import Run, Workflow
 from .parse import parse
 
 SUBCOMMANDS = "runs [--journal PATH] | show RUN_ID [--journal PATH] | cancel RUN_ID"
 #: How long ``%woml cancel`` and unloading wait for a cancelled run to close its books.
 _CANCEL_WAIT_S = 10.0
-#: Polling period while waiting for a background run to start (see ``_until``).
-_POLL_S = 0.005
+#: A foreground run still going after this long gets the live timeline; a quicker one
+#: shows only its static timeline (no widget to create, send and replace).
+LIVE_AFTER_S = 0.25
+#: How long a cell waits for a run's engine to start (checks, journal) before giving up.
+_START_WAIT_S = 60.0
 
 
 @magics_class
@@ -59,9 +60,9 @@ class WomlMagics(Magics):
         self.settings = settings_for(shell)
         self._journals: dict[str, Journal] = {}
         self._handles: dict[str, api.RunHandle] = {}
-        self._widgets: list[Any] = []
-        # (id(run), execution_count) of the Run whose live widget this cell shows.
-        self._shown_live: tuple[int, int] | None = None
+        self._views: list[LiveView] = []
+        # (id(run), execution_count) of the Run this cell already shows (one output).
+        self._shown: tuple[int, int] | None = None
 
     # -- %%woml ---------------------------------------------------------------------
 
@@ -121,7 +122,6 @@ class WomlMagics(Magics):
         """Run the WOML document in this cell (spec §6.1); its value is the ``Run``."""
         args = _parse_args(self.woml_cell, line)
         source = f"%%woml {line}\n{cell}"  # the cell as the editor shows it (spec §2.3)
-        clock = self._clock(args)
         self._check_combinations(args)
         payload = self._payload(args.payload)
         workflow = self._parse(cell, source)
@@ -131,6 +131,7 @@ class WomlMagics(Magics):
                 f"--resume {args.resume}: no run {args.resume!r} in the journal "
                 f"{journal.path}; `%woml runs` lists the runs it holds"
             )
+        clock = self._clock(args, journal)
         if args.run_id is not None and journal.has_run(args.run_id):
             raise UsageError(
                 f"--run-id {args.run_id}: that run is already in the journal {journal.path}; "
@@ -148,79 +149,60 @@ class WomlMagics(Magics):
         )
         live = not args.no_timeline and _widgets_work(self._shell)
         with _as_usage_errors(source):
-            run = self._start(call, live) if args.background else self._run(call, live, args.out)
+            handle = api.start(*call.positional(), config=call.config)
+            if args.background:
+                run = self._background(handle, live)
+            else:
+                run = self._foreground(handle, live, args.out)
         if args.out is not None:
             self._shell.user_ns[args.out] = run
         return run
 
-    def _run(self, call: _Call, live: bool, out: str | None) -> Run:
-        """A foreground run: blocks the cell; a kernel interrupt ends it ``interrupted``."""
-        views: list[LiveView] = []
-        seen: list[Run] = []
+    def _foreground(self, handle: api.RunHandle, live: bool, out: str | None) -> Run:
+        """Block the cell until the run ends (spec §6.1); the cell's thread only waits.
 
-        def on_engine(engine: Engine) -> None:
-            seen.append(engine.run)
-            if live:
-                views.append(self._show_live(engine, on_cancel=None))
-
+        A run still going after ``LIVE_AFTER_S`` gets the live timeline, which turns
+        into the static one when it ends; a quicker run shows its static timeline only
+        (as the cell's value). A kernel interrupt ends the attempt ``interrupted``.
+        """
+        view: LiveView | None = None
         try:
-            run = api.run(*call.positional(), config=call.config, on_engine=on_engine)
+            if not handle.wait(LIVE_AFTER_S) and live and handle.wait_started(_START_WAIT_S):
+                view = self._show_live(handle, cancellable=False)
+            handle.wait()
         except KeyboardInterrupt:
             # spec §6.1: the attempt ended `interrupted`; keep the Run reachable, then
             # let IPython stop the notebook's "run all" as for any interrupt.
-            if seen and out is not None:
-                self._shell.user_ns[out] = seen[0]
-            for view in views:
+            if view is not None:
                 view.finish()
+            if out is not None and handle.engine is not None:
+                self._shell.user_ns[out] = handle.engine.run
             raise
-        for view in views:
+        run = handle.result()
+        if view is not None:
             view.finish()
-        if views:
-            self._shown_live = (id(run), self._shell.execution_count)
+            self._shown = (id(run), self._shell.execution_count)
         return run
 
-    def _start(self, call: _Call, live: bool) -> Run:
+    def _background(self, handle: api.RunHandle, live: bool) -> Run:
         """A background run (spec §6.1): returns once it has started, with its live Run."""
-        started: list[Run] = []
-        box: list[api.RunHandle] = []
-        try:
-            loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
-        except RuntimeError:
-            loop = None  # a plain shell: api.start runs the loop in a thread
-        # A widget can only be displayed from this cell's thread, which runs the loop.
-        live = live and loop is not None
-        if loop is not None:
-            # Compile the scripts now so a JavaScript syntax error fails this cell
-            # (spec §2.3) instead of surfacing later in a background task.
-            _drive(loop, check_scripts(call.workflow, api.default_pool()))
-
-        def on_engine(engine: Engine) -> None:
-            if live:
-                self._show_live(engine, on_cancel=box[0].cancel)
-            started.append(engine.run)
-
-        handle = api.start(*call.positional(), config=call.config, on_engine=on_engine)
-        box.append(handle)
-        _until(loop, lambda: bool(started) or handle.done())
-        run = started[0] if started else self._ended_before_start(handle)
+        handle.wait_started(_START_WAIT_S)
+        if handle.engine is None:
+            return handle.result(timeout=_CANCEL_WAIT_S)  # it ended before starting
+        run = handle.engine.run
         self._handles[run.id] = handle
         if live:
-            self._shown_live = (id(run), self._shell.execution_count)
+            self._show_live(handle, cancellable=True)
+            self._shown = (id(run), self._shell.execution_count)
         return run
 
-    @staticmethod
-    def _ended_before_start(handle: api.RunHandle) -> Run:
-        """The run ended before its engine started: an error, or a finished run resumed
-        (which re-executes nothing and hands back the journaled Run)."""
-        return handle.result(timeout=_CANCEL_WAIT_S)
-
-    def _show_live(self, engine: Engine, on_cancel: Callable[[], None] | None) -> LiveView:
-        """Display a live ``TimelineWidget`` of ``engine.run`` and subscribe it (spec §6.3)."""
-        widget = timeline_widget(engine.run, on_cancel=on_cancel, clock_now=engine.clock.now)
-        self._widgets.append(widget)
-        handle = display(widget, display_id=True)
-        engine.subscribe(widget)
-        return LiveView(widget, handle, engine.run)
+    def _show_live(self, handle: api.RunHandle, *, cancellable: bool) -> LiveView:
+        """Display the live timeline of ``handle``'s run (spec §6.3); it becomes the
+        static timeline when the run ends."""
+        view = LiveView.show(handle, on_cancel=handle.cancel if cancellable else None)
+        self._views = [v for v in self._views if not v.finished]
+        self._views.append(view)
+        return view
 
     # -- %woml ----------------------------------------------------------------------
 
@@ -261,13 +243,7 @@ class WomlMagics(Magics):
                 "`%woml runs` lists the runs it holds"
             )
         with _as_usage_errors(None):
-            run = journal.load(run_id)
-        if _widgets_work(self._shell):
-            widget = timeline_widget(run, live=False)
-            self._widgets.append(widget)
-            display(widget)
-            self._shown_live = (id(run), self._shell.execution_count)
-        return run
+            return journal.load(run_id)
 
     def _cancel(self, run_id: str) -> None:
         handle = self._handles.get(run_id)
@@ -288,17 +264,23 @@ class WomlMagics(Magics):
 
     # -- helpers ----------------------------------------------------------------------
 
-    def _clock(self, args: Any) -> str:
+    def _clock(self, args: Any, journal: Journal) -> str:
         if args.simulate and args.clock == "real":
             raise UsageError("--simulate and --clock real contradict each other; use one")
-        if args.resume is not None and (args.simulate or args.clock is not None):
-            raise UsageError(
-                "--clock and --simulate do not apply to --resume: a resumed run keeps its "
-                "journaled clock (spec §5.3)"
-            )
-        if args.simulate:
-            return "simulated"
-        return str(args.clock or self.settings.clock)
+        asked = "simulated" if args.simulate else args.clock
+        if args.resume is not None:
+            # spec §5.3: a resumed run keeps its journaled clock; an option that says the
+            # same is fine (re-running the cell with --resume added), another is refused.
+            kept = _journaled_clock(journal, args.resume)
+            if asked is not None and kept is not None and asked != kept:
+                option = "--simulate" if args.simulate else f"--clock {args.clock}"
+                raise UsageError(
+                    f"{option} conflicts with run {args.resume}'s journaled clock {kept!r}: "
+                    f"a resumed run keeps its clock (spec §5.3); drop {option} or make it "
+                    f"--clock {kept}"
+                )
+            return kept or str(self.settings.clock)
+        return str(asked or self.settings.clock)
 
     def _check_combinations(self, args: Any) -> None:
         if args.retry_interrupted and args.resume is None:
@@ -359,16 +341,28 @@ class WomlMagics(Magics):
             http_allow=None if s.http_allow is None else tuple(s.http_allow),
         )
 
-    def format_run(self, run: Run) -> dict[str, Any]:
-        """The mime bundle of a ``Run`` in this shell (registered as its formatter).
+    def display_run(self, run: Run) -> None:
+        """Show ``run`` as one output (IPython's display hook for ``Run``, spec §6.3).
 
-        The value of the cell that already shows the run's live widget is its one-line
-        repr; every other display is the full timeline (spec §6.3).
+        A finished run is its static timeline (SVG, details and replay in the page); a
+        background run still going is its live timeline, which becomes the static one
+        when it ends. The value of the cell that already shows the run shows nothing more.
         """
-        if self._shown_live == (id(run), self._shell.execution_count):
-            self._shown_live = None
-            return {"text/plain": repr(run)}
-        return run._repr_mimebundle_()
+        if self._shown == (id(run), self._shell.execution_count):
+            self._shown = None
+            return
+        handle = self._handles.get(run.id)
+        if (
+            run.status == "running"
+            and handle is not None
+            and handle.engine is not None
+            and handle.engine.run is run
+            and not handle.done()
+            and _widgets_work(self._shell)
+        ):
+            self._show_live(handle, cancellable=True)
+            return
+        display(static_bundle(run), raw=True)
 
     def close(self) -> None:
         """Cancel background runs, then close widgets and journals (STYLE 7)."""
@@ -377,9 +371,9 @@ class WomlMagics(Magics):
                 handle.cancel()
                 _wait_done(handle)
         self._handles.clear()
-        for widget in self._widgets:
-            widget.close()
-        self._widgets.clear()
+        for view in self._views:
+            view.finish()
+        self._views.clear()
         for journal in self._journals.values():
             journal.close()
         self._journals.clear()
@@ -444,43 +438,18 @@ def _widgets_work(shell: Any) -> bool:
     return getattr(shell, "kernel", None) is not None
 
 
-def _drive(loop: asyncio.AbstractEventLoop, coro: Any) -> Any:
-    """Run ``coro`` to its end on the kernel's already-running loop (nest_asyncio)."""
-    nest_asyncio.apply(loop)
-    return loop.run_until_complete(coro)
-
-
-def _until(loop: asyncio.AbstractEventLoop | None, ready: Callable[[], bool]) -> None:
-    """Let the run make progress until ``ready()``.
-
-    Polls rather than awaits the handle: a waiter awaiting the run's task would cancel
-    the run itself if the waiter were cancelled.
-    """
-
-    async def poll() -> None:
-        while not ready():
-            await asyncio.sleep(_POLL_S)
-
-    if loop is not None:
-        _drive(loop, poll())
-        return
-    deadline = time.monotonic() + 60
-    while not ready() and time.monotonic() < deadline:
-        time.sleep(_POLL_S)
-
-
 def _wait_done(handle: api.RunHandle) -> None:
     """Wait until a cancelled run has recorded its ``cancelled`` attempt (spec §3.2)."""
-    try:
-        loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
-    except RuntimeError:
-        loop = None
-    if loop is None:
-        # A run's own error is already shown by its Run; here we only wait.
-        with contextlib.suppress(WomlError):
-            handle.result(timeout=_CANCEL_WAIT_S)
-        return
-    _until(loop, handle.done)
+    # A run's own error is already shown by its Run; here we only wait.
+    with contextlib.suppress(WomlError, TimeoutError):
+        handle.result(timeout=_CANCEL_WAIT_S)
+
+
+def _journaled_clock(journal: Journal, run_id: str) -> str | None:
+    """The clock run ``run_id`` was started with (its first journaled event, spec §5.2)."""
+    events = journal.events(run_id)
+    clock = getattr(events[0], "clock", None) if events else None
+    return clock if isinstance(clock, str) else None
 
 
 def _stopped_at(handle: api.RunHandle) -> str:
@@ -499,7 +468,7 @@ def load_ipython_extension(shell: Any) -> None:
     magics = WomlMagics(shell)
     shell.register_magics(magics)
     shell.configurables.append(magics.settings)
-    shell.display_formatter.mimebundle_formatter.for_type(Run, magics.format_run)
+    shell.display_formatter.ipython_display_formatter.for_type(Run, magics.display_run)
 
 
 def unload_ipython_extension(shell: Any) -> None:
@@ -513,4 +482,4 @@ def unload_ipython_extension(shell: Any) -> None:
         manager.magics[kind].pop("woml", None)
     if magics.settings in shell.configurables:
         shell.configurables.remove(magics.settings)
-    shell.display_formatter.mimebundle_formatter.pop(Run, None)
+    shell.display_formatter.ipython_display_formatter.pop(Run, None)

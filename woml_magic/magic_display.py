@@ -5,52 +5,100 @@ Kept apart from ``magic.py`` so the adapter stays thin; nothing here runs a work
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 from html import escape
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from IPython.display import display as _display
 
 from .journal import RunSummary
 from .model import Run
 
+if TYPE_CHECKING:
+    from .api import RunHandle
 
-def display(obj: Any, *, display_id: bool = False) -> Any:
+
+def display(obj: Any, *, display_id: bool = False, raw: bool = False) -> Any:
     """``IPython.display.display`` with a type (IPython's is untyped)."""
-    return _display(obj, display_id=display_id)  # type: ignore[no-untyped-call]
+    return _display(obj, display_id=display_id, raw=raw)  # type: ignore[no-untyped-call]
 
 
-def timeline_widget(
-    run: Run,
-    *,
-    on_cancel: Callable[[], None] | None = None,
-    live: bool = True,
-    clock_now: Callable[[], float] | None = None,
-) -> Any:
-    """A ``TimelineWidget`` of ``run`` (ipywidgets loads only here, on first use)."""
-    from .timeline import TimelineWidget  # here, so ipywidgets loads only on first use
+def static_bundle(run: Run) -> dict[str, Any]:
+    """The static timeline of ``run`` as a mime bundle (text/html with its replay
+    script, and text/plain), for every output that must not depend on a widget."""
+    from .timeline import mimebundle
 
-    return TimelineWidget(run, on_cancel=on_cancel, live=live, clock_now=clock_now)
+    return mimebundle(run)
 
 
 class LiveView:
-    """A displayed live widget; ``finish`` adds the static timeline as its fallback."""
+    """One displayed output that shows a run going on (spec §6.3).
 
-    def __init__(self, widget: Any, handle: Any, run: Run) -> None:
-        self.widget, self.handle, self.run = widget, handle, run
+    Its bundle is the live ``TimelineWidget`` with the static timeline as its fallback.
+    When the run ends, ``finish`` replaces the whole output by the static timeline and
+    closes the widget: a saved notebook or an nbconvert export then holds no widget
+    view that would need the widget's state (which front ends do not keep by default,
+    so a reopened notebook would show "Error displaying widget: model not found").
+    """
+
+    def __init__(self, widget: Any, output: Any, run: Run) -> None:
+        self.widget, self.output, self.run = widget, output, run
+        self._lock = threading.Lock()
+        self._finished = False
+
+    @classmethod
+    def show(cls, handle: RunHandle, *, on_cancel: Callable[[], None] | None) -> LiveView:
+        """Display ``handle``'s run live; the view finishes itself when the run ends."""
+        from .runloop import run_loop
+        from .timeline import TimelineWidget  # ipywidgets loads only here, on first use
+
+        engine = handle.engine
+        assert engine is not None, "show() needs a started run"
+        made: list[Any] = []
+        ready = threading.Event()
+
+        def make() -> None:
+            # On the run loop: the run's state changes only there, so the first render
+            # and the subscription see one consistent run with no event in between.
+            try:
+                widget = TimelineWidget(engine.run, on_cancel=on_cancel,
+                                        clock_now=engine.clock.now)
+                engine.subscribe(widget)
+                made.append(widget)
+            finally:
+                ready.set()
+
+        if run_loop().is_current():
+            make()  # displayed from an event sink, on the run loop itself
+        else:
+            run_loop().call(make)
+            ready.wait()
+        if not made:
+            raise RuntimeError("the live timeline could not be made (see the kernel log)")
+        widget = made[0]
+        view = widget._repr_mimebundle_() or {}
+        # ipywidgets returns the bundle, anywidget (data, metadata)
+        bundle = dict(view[0] if isinstance(view, tuple) else view)
+        bundle.update(static_bundle(engine.run))
+        output = display(bundle, display_id=True, raw=True)
+        view = cls(widget, output, engine.run)
+        handle.add_done_callback(lambda _h: view.finish())
+        return view
+
+    @property
+    def finished(self) -> bool:
+        return self._finished
 
     def finish(self) -> None:
-        """Give the output the static timeline beside the widget view (spec §6.3).
-
-        Saved notebooks opened without a widget manager (GitHub, nbconvert) show the
-        richest output they can render; a widget front end still shows the widget.
-        """
-        if self.handle is None:
-            return
-        bundle = dict(self.widget._repr_mimebundle_() or {})
-        bundle.update(self.run._repr_mimebundle_())
-        self.handle.update(bundle, raw=True)
+        """Replace the output by the static timeline and close the widget (once)."""
+        with self._lock:
+            if self._finished:
+                return
+            self._finished = True
+        self.output.update(static_bundle(self.run), raw=True)
+        self.widget.close()
 
 
 class RunTable:
