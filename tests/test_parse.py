@@ -326,6 +326,28 @@ def test_spec_2_2_unknown_attribute_far_from_all_lists_the_allowed_ones(attribut
 
 
 @pytest.mark.parametrize(
+    ("cell", "line", "value"),
+    [
+        ('<step id="s"><retry>3</retry><script>x</script></step>', 1, "3"),
+        ('<step id="s">\n  <retry>\n    5\n  </retry>\n  <script>x</script>\n</step>', 2, "5"),
+        ('<step id="s"><script>x</script><retry>10</retry></step>', 1, "10"),
+        ('<step id="s"><retry>three</retry><script>x</script></step>', 1, "3"),
+        ('<step id="s"><retry>3<script>x</script></retry></step>', 1, "3"),
+    ],
+)
+def test_retry_with_any_content_teaches_the_attribute_rule_at_the_tag(
+    cell: str, line: int, value: str
+) -> None:
+    # seed: "Retry is a step attribute, not a tag"; the error points at <retry> itself.
+    with pytest.raises(WomlSyntaxError) as info:
+        parse(cell)
+    assert info.value.line == line
+    assert f'retry is a step attribute, not a tag: write <step retry="{value}" …>' in str(
+        info.value)
+
+
+
+@pytest.mark.parametrize(
     ("inner", "says"),
     [
         (

@@ -509,6 +509,8 @@ def test_resuming_a_finished_run_re_executes_nothing_and_appends_nothing(
         assert again.status == "succeeded"
         assert again.steps["charge"].result == done.steps["charge"].result
         assert outcomes(again, "charge") == ["threw", "succeeded"]
+        # spec §5.3, §7: a step whose result comes from the journal is `reattached`.
+        assert {s.status for s in again.steps.values()} == {"reattached"}
     assert len(api.requests) == sent
     with Journal(journal_path) as jr:
         assert len(jr.events("run-done")) == count

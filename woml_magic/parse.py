@@ -31,6 +31,7 @@ from .scan import (
     check_well_formed,
     describe,
     quoted,
+    retry_tag_message,
     scan_markup,
 )
 
@@ -129,7 +130,7 @@ def _validate(text: str, scan: Scan, loc: Locator, default_timeout: timedelta) -
 
 def _unexpected_element(tag: Tag, tags: list[Tag], loc: Locator) -> WomlSyntaxError:
     if tag.name == "retry":
-        return loc.error(tag.at, 'retry is a step attribute, not a tag: write <step retry="3" …>')
+        return loc.error(tag.at, retry_tag_message())
     if tag.parent < 0:
         if tag.name == "workflow":
             return loc.error(

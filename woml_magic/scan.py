@@ -296,11 +296,24 @@ def _close_tag(text: str, lt: int, tags: list[Tag], stack: list[int], loc: Locat
     return match.end()
 
 
+def retry_tag_message(content: str | None = None) -> str:
+    """The seed's first rule, taught where someone wrote ``<retry>`` (spec §2.2, seed:
+    "Retry is a step attribute, not a tag"); ``content`` is what the tag held, if any."""
+    value = content.strip() if content and _RETRY_COUNT.fullmatch(content.strip()) else "3"
+    return f'retry is a step attribute, not a tag: write <step retry="{value}" …>'
+
+
+_RETRY_COUNT = re.compile(r"\d{1,2}")
+
+
 def _text_error(
     text: str, at: int, tags: list[Tag], stack: list[int], loc: Locator
 ) -> WomlSyntaxError:
     """Text outside scripts: WOML allows only whitespace and comments there (spec §2.1)."""
     found = re.split(r"[\r\n<]", text[at : at + 40], maxsplit=1)[0].rstrip() or text[at]
+    if stack and tags[stack[-1]].name == "retry":
+        # `<retry>3</retry>`: the most natural way to get the seed's first rule wrong.
+        return loc.error(tags[stack[-1]].at, retry_tag_message(found))
     shown = short(found, 30)
     if not stack:
         where = "outside any element; between steps"
