@@ -1,25 +1,38 @@
-"""The live timeline widget (spec §6.3): bars, details, Cancel, batching, replay, close.
+"""The live timeline widget (spec §6.3), kernel-less: traits, batching on the engine's
+loop, the countdown, Cancel, close, and a drawing failure shown instead of raised.
 
-Widgets are real ipywidgets 8 objects (outside a kernel their comms are inert); runs
-come from hand-written event sequences applied through ``Run.apply``.
+The widget is a real ``anywidget.AnyWidget`` (outside a kernel its comm is inert); runs
+come from hand-written event sequences applied through ``Run.apply``. What its ES module
+does in a browser is tested in test_timeline_js.py.
 """
 
 from __future__ import annotations
 
 import asyncio
+import re
+import subprocess
+import sys
+import threading
 from collections.abc import Iterator
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
-import ipywidgets as widgets
+import anywidget
 import pytest
-from ipywidgets.widgets.widget import _instances
-from timeline_runs import Recorder, failed_closed, succeeded, waiting, workflow
+from timeline_runs import Recorder, failed_closed, waiting, workflow
 
-from woml_magic.model import idempotency_key
+from woml_magic.events import RunFinished
 from woml_magic.policy import RetryPolicy
-from woml_magic.timeline import TimelineWidget
-from woml_magic.timeline.widget import TRACK_PX
+from woml_magic.timeline import (
+    TimelineWidget,
+    interactive_html,
+    mimebundle,
+    render_html,
+    render_text,
+    timeline_js,
+    widget_esm,
+)
 
 
 @pytest.fixture
@@ -31,159 +44,88 @@ def made() -> Iterator[list[TimelineWidget]]:
         w.close()
 
 
-def tree(w: Any) -> Iterator[Any]:
-    yield w
-    for child in getattr(w, "children", ()):
-        yield from tree(child)
+def labels(w: TimelineWidget, step: str = "charge") -> list[str]:
+    """The labels of ``step``'s attempts in the widget's drawing, in order."""
+    lane = re.search(rf'<g class="woml-lane" data-step="{step}">(.*?)</g></g>', w.html + "</g>")
+    assert lane, f"no lane {step}"
+    return re.findall(
+        r'<g class="woml-seg woml-(?:attempt|planned) [^"]*"[^>]*>.*?'
+        r'<text class="woml-label[^"]*"[^>]*>([^<]*)</text>',
+        w.html[lane.start() :],
+    )
 
 
-def bars(w: TimelineWidget, step: str = "charge") -> list[Any]:
-    lane = next(x for x in w._lanes_box.children if step in x.children[0].value)
-    return [b for b in lane.children[2].children if isinstance(b, widgets.Button)]
+def statuses(w: TimelineWidget) -> list[str]:
+    return re.findall(r'<div class="woml-timeline"[^>]* data-status="([^"]+)"', w.html)
 
 
-def waits(w: TimelineWidget, step: str = "charge") -> list[str]:
-    lane = next(x for x in w._lanes_box.children if step in x.children[0].value)
-    track = lane.children[2].children
-    return [g.value for g in track if "woml-wait" in g._dom_classes]
+# --- what it syncs --------------------------------------------------------------------
 
 
-def test_one_bar_per_attempt_labelled_and_classed_by_outcome(made: list[Any]) -> None:
-    w = TimelineWidget(failed_closed().run)
+def test_it_is_an_anywidget_whose_module_is_the_timeline_script(made: list[Any]) -> None:
+    w = TimelineWidget(waiting().run)
     made.append(w)
-    got = [(b.description, b.disabled) for b in bars(w)]
-    assert got == [("#1 threw", False), ("#2 threw", False), ("#3 timeout", False)]
-    assert "woml-outcome-threw" in bars(w)[0]._dom_classes
-    assert "woml-outcome-timeout" in bars(w)[2]._dom_classes
-    assert bars(w)[0].style.button_color != bars(w)[2].style.button_color
-    assert bars(w)[0].tooltip == "attempt 1 of charge · threw · 0s → 0.12s"
-    assert bars(w, "email") == []  # not run: no bars
+    assert isinstance(w, anywidget.AnyWidget)
+    assert w._esm == widget_esm()
+    assert timeline_js() in w._esm
+    assert "export default" in w._esm
+    assert {"html", "status", "cancellable", "cancelling", "_esm"} <= set(w.keys)
 
 
-def px(value: str) -> float:
-    return float(value.removesuffix("px").split()[-1]) if value else 0.0
-
-
-def test_bars_end_at_their_time_on_the_shared_axis(made: list[Any]) -> None:
-    w = TimelineWidget(failed_closed().run)
+def test_html_is_the_static_drawing_of_the_current_state(made: list[Any]) -> None:
+    r = waiting()
+    w = TimelineWidget(r.run)
     made.append(w)
-    lane = w._lanes_box.children[0]
-    right = 0.0
-    ends = []
-    for child in lane.children[2].children:
-        right += px(child.layout.margin) + px(child.layout.width)
-        ends.append(right)
-    # The axis runs 0..40s over TRACK_PX; #3 ended at 33.3s. Short bars keep a minimum
-    # width for their label, but the lane snaps back to the axis at the next long segment.
-    assert ends[-1] == pytest.approx(33.3 / 40 * TRACK_PX, abs=1)
-    assert px(bars(w)[2].layout.width) > 3 * px(bars(w)[0].layout.width)
+    assert statuses(w) == ["running"]
+    assert w.status == "running"
+    assert "<script" not in w.html  # the module brings the drawing to life
+    assert w.html.count('class="woml-seg woml-attempt') == 1
+    assert w.html.count('class="woml-seg woml-planned ') == 4  # charge #2..#4, email #1
 
 
-def test_waits_are_labelled_gaps(made: list[Any]) -> None:
-    w = TimelineWidget(failed_closed().run)
-    made.append(w)
-    labels = waits(w)
-    assert len(labels) == 2
-    assert ">wait 1s<" in labels[0]
-    assert ">wait 2s<" in labels[1]
+def test_cancellable_only_with_on_cancel(made: list[Any]) -> None:
+    plain = TimelineWidget(waiting().run)
+    with_cancel = TimelineWidget(waiting().run, on_cancel=lambda: None)
+    made += [plain, with_cancel]
+    assert plain.cancellable is False
+    assert with_cancel.cancellable is True
+    assert with_cancel.cancelling is False
 
 
-def test_live_wait_counts_down_on_the_injected_clock(made: list[Any]) -> None:
+def test_the_countdown_of_a_live_wait_reads_the_injected_clock(made: list[Any]) -> None:
     now = [0.52]
     w = TimelineWidget(waiting().run, clock_now=lambda: now[0])
     made.append(w)
-    assert ">wait 0.6s left<" in waits(w)[0]
+    assert ">wait 0.6s left<" in w.html
     now[0] = 1.0
     w.refresh()
-    assert ">wait 0.1s left<" in waits(w)[0]
+    assert ">wait 0.1s left<" in w.html
 
 
-def test_planned_attempts_are_disabled_grey_buttons(made: list[Any]) -> None:
+def test_without_a_clock_the_drawing_stops_at_the_latest_event(made: list[Any]) -> None:
     w = TimelineWidget(waiting().run)
     made.append(w)
-    planned = [(b.description, b.disabled) for b in bars(w) if "woml-planned" in b._dom_classes]
-    assert planned == [("#2 planned", True), ("#3 planned", True), ("#4 planned", True)]
-    assert [b.description for b in bars(w, "email")] == ["#1 planned"]
+    assert ">wait 1s left<" in w.html or ">wait 1.0s left<" in w.html
 
 
-def test_lane_shows_policy_in_words_status_and_full_key(made: list[Any]) -> None:
-    w = TimelineWidget(failed_closed().run)
-    made.append(w)
-    lane = w._lanes_box.children[0]
-    assert "woml-lane" in lane._dom_classes
-    assert "4 attempts · exponential 1s → max 10s" in lane.children[0].value
-    assert "failed closed" in lane.children[0].value
-    key = lane.children[1]
-    assert "woml-key" in key._dom_classes
-    assert f">{idempotency_key('run-1', 'charge')}</code>" in key.value
+# --- the EventSink side ---------------------------------------------------------------
 
 
-def test_clicking_a_bar_shows_outcome_error_line_calls_and_logs(made: list[Any]) -> None:
-    r = failed_closed()
-    w = TimelineWidget(r.run)
-    made.append(w)
-    assert "Click an attempt" in w._details.value
-    bars(w)[0].click()
-    details = w._details.value
-    assert "woml-details" in w._details._dom_classes
-    assert "attempt 1 · threw" in details
-    assert "retrying after 1s" in details
-    assert "TypeError: boom @ line 7" in details
-    assert f"Idempotency-Key: {r.key('charge')}" in details
-    assert "charging card" in details
-    bars(w)[2].click()
-    assert "attempt 3 · timeout" in w._details.value
-
-
-def test_details_show_result_preview_of_a_success(made: list[Any]) -> None:
-    w = TimelineWidget(succeeded({"id": "ch_1"}).run)
-    made.append(w)
-    bars(w, "fetch")[0].click()
-    assert "&quot;ch_1&quot;" in w._details.value
-
-
-def test_details_show_redacted_authorization_as_bullets(made: list[Any]) -> None:
-    r = Recorder(workflow(("s", RetryPolicy())))
-    r.step("s", 0)
-    r.start("s", 1, 0)
-    r.call("s", 1, 0.1, headers={"authorization": "•••"})
-    w = TimelineWidget(r.run)
-    made.append(w)
-    bars(w, "s")[0].click()
-    assert "authorization: •••" in w._details.value
-
-
-def test_cancel_button_calls_on_cancel_once_and_disables_itself(made: list[Any]) -> None:
-    calls: list[str] = []
-    w = TimelineWidget(waiting().run, on_cancel=lambda: calls.append("cancel"))
-    made.append(w)
-    (cancel,) = [x for x in tree(w) if "woml-cancel" in getattr(x, "_dom_classes", ())]
-    assert isinstance(cancel, widgets.Button)
-    assert cancel.layout.display != "none"
-    assert not cancel.disabled
-    cancel.click()
-    cancel.click()
-    assert calls == ["cancel"]
-    assert cancel.disabled
-
-
-def test_cancel_button_is_hidden_without_on_cancel_or_once_finished(made: list[Any]) -> None:
-    w = TimelineWidget(waiting().run)
-    made.append(w)
-    assert w._cancel.layout.display == "none"
+def test_without_a_running_loop_each_event_renders_at_once(made: list[Any]) -> None:
     r = waiting()
-    w2 = TimelineWidget(r.run, on_cancel=lambda: None)
-    made.append(w2)
-    r.sinks.append(w2)
-    r.step_done("charge", 0.5, "failed-closed")
-    r.run_done(0.5, "failed")
-    assert w2._cancel.layout.display == "none"
+    w = TimelineWidget(r.run)
+    made.append(w)
+    r.sinks.append(w)
+    before = w.renders
+    r.start("charge", 2, 1.12)
+    assert w.renders == before + 1
+    assert labels(w)[:2] == ["#1 threw", "#2 running"]
 
 
 def test_live_updates_inside_a_running_loop_are_batched(made: list[Any]) -> None:
     # spec §6.3 live timeline: 100 quick events give a handful of renders, and the
     # final state is rendered at RunFinished.
-    async def main() -> tuple[int, int, list[str]]:
+    async def main() -> tuple[int, int, TimelineWidget]:
         r = Recorder(workflow(("poll", RetryPolicy(attempts=10, delay=timedelta(0)))))
         w = TimelineWidget(r.run, max_rate_hz=1.0)
         made.append(w)
@@ -204,17 +146,20 @@ def test_live_updates_inside_a_running_loop_are_batched(made: list[Any]) -> None
         during = w.renders
         r.step_done("poll", t, "succeeded")
         r.run_done(t, "succeeded")
-        return len(r.run.events), during, [b.description for b in bars(w, "poll")]
+        return len(r.run.events), during, w
 
-    n_events, during, labels = asyncio.run(main())
+    n_events, during, w = asyncio.run(main())
     assert n_events > 100
-    assert made[0].renders <= 4
-    assert during <= 3  # the first render at construction, then at most one per second
-    assert labels == [f"#{n} threw" for n in range(1, 10)] + ["#10 succeeded"]
+    assert during <= 2  # the first render at construction, then at most one per second
+    assert w.renders == during + 1  # RunFinished renders at once
+    assert w.status == "succeeded"
+    assert statuses(w) == ["succeeded"]
+    assert w._timer is None
+    assert labels(w, "poll") == [f"#{n} threw" for n in range(1, 10)] + ["#10 succeeded"]
 
 
 def test_a_batched_render_follows_after_the_rate_interval(made: list[Any]) -> None:
-    async def main() -> tuple[int, list[str]]:
+    async def main() -> tuple[int, int, TimelineWidget]:
         r = waiting()
         w = TimelineWidget(r.run, max_rate_hz=50.0)
         made.append(w)
@@ -222,95 +167,153 @@ def test_a_batched_render_follows_after_the_rate_interval(made: list[Any]) -> No
         r.start("charge", 2, 1.12)
         before = w.renders
         await asyncio.sleep(0.1)
-        return w.renders - before, [b.description for b in bars(w)]
+        return before, w.renders, w
 
-    extra, labels = asyncio.run(main())
-    assert extra == 1
-    assert labels[:2] == ["#1 threw", "#2 running"]
+    before, after, w = asyncio.run(main())
+    assert after - before == 1
+    assert labels(w)[:2] == ["#1 threw", "#2 running"]
 
 
-def test_without_a_running_loop_each_event_renders_at_once(made: list[Any]) -> None:
+def test_a_live_wait_keeps_counting_down_without_events(made: list[Any]) -> None:
+    now = [0.5]
+
+    async def main() -> tuple[int, str]:
+        r = waiting()
+        w = TimelineWidget(r.run, clock_now=lambda: now[0], max_rate_hz=20.0)
+        made.append(w)
+        r.sinks.append(w)
+        r.log("charge", 1, 0.5, "an event starts the loop's timer")
+        first = w.renders
+        for _ in range(6):
+            now[0] += 0.1
+            await asyncio.sleep(0.06)
+        return w.renders - first, w.html
+
+    ticks, html = asyncio.run(main())
+    assert ticks >= 3
+    assert ">wait 0.1s left<" in html or ">wait 0.0s left<" in html
+
+
+def test_events_from_the_engines_own_loop_thread_render_on_that_loop(made: list[Any]) -> None:
+    # The engine runs its loop in a thread of its own and calls sinks there.
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    try:
+        r = waiting()
+        w = TimelineWidget(r.run, max_rate_hz=100.0)
+        made.append(w)
+        rendered = threading.Event()
+        seen: list[str] = []
+
+        def on_html(change: dict[str, Any]) -> None:
+            seen.append(threading.current_thread().name)
+            rendered.set()
+
+        w.observe(on_html, names="html")
+
+        async def emit() -> None:
+            r.sinks.append(w)
+            r.start("charge", 2, 1.12)
+
+        asyncio.run_coroutine_threadsafe(emit(), loop).result(timeout=5)
+        assert rendered.wait(5)
+        assert seen == [thread.name]
+        assert labels(w)[1] == "#2 running"
+        w.close()  # from this thread while the loop runs: nothing left scheduled
+        assert w._timer is None
+    finally:
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(5)
+        loop.close()
+
+
+# --- cancel -----------------------------------------------------------------------------
+
+
+def test_a_cancel_message_calls_on_cancel_once_and_says_cancelling(made: list[Any]) -> None:
+    calls: list[str] = []
+    w = TimelineWidget(waiting().run, on_cancel=lambda: calls.append("cancel"))
+    made.append(w)
+    w._handle_custom_msg({"type": "cancel"}, [])
+    w._handle_custom_msg({"type": "cancel"}, [])
+    assert calls == ["cancel"]
+    assert w.cancelling is True
+
+
+def test_a_failing_on_cancel_lets_the_button_work_again(made: list[Any]) -> None:
+    calls: list[str] = []
+
+    def on_cancel() -> None:
+        calls.append("cancel")
+        if len(calls) == 1:
+            raise RuntimeError("not yet")
+
+    w = TimelineWidget(waiting().run, on_cancel=on_cancel)
+    made.append(w)
+    w._handle_custom_msg({"type": "cancel"}, [])
+    assert not w.cancelling
+    w._handle_custom_msg({"type": "cancel"}, [])
+    assert calls == ["cancel", "cancel"]
+    assert w.cancelling
+
+
+def test_other_messages_and_cancel_without_on_cancel_are_ignored(made: list[Any]) -> None:
+    calls: list[str] = []
+    w = TimelineWidget(waiting().run, on_cancel=lambda: calls.append("cancel"))
+    plain = TimelineWidget(waiting().run)
+    made += [w, plain]
+    w._handle_custom_msg({"type": "play"}, [])
+    w._handle_custom_msg("cancel", [])
+    plain._handle_custom_msg({"type": "cancel"}, [])
+    assert calls == []
+    assert not w.cancelling
+    assert not plain.cancelling
+
+
+def test_cancel_after_the_run_finished_is_ignored(made: list[Any]) -> None:
+    calls: list[str] = []
+    r = waiting()
+    w = TimelineWidget(r.run, on_cancel=lambda: calls.append("cancel"))
+    made.append(w)
+    r.sinks.append(w)
+    r.step_done("charge", 0.5, "failed-closed")
+    r.run_done(0.5, "failed")
+    assert w.status == "failed"
+    w._handle_custom_msg({"type": "cancel"}, [])
+    assert calls == []
+
+
+# --- ownership and failures -------------------------------------------------------------
+
+
+def test_close_closes_the_comm_and_ignores_later_events(made: list[Any]) -> None:
     r = waiting()
     w = TimelineWidget(r.run)
-    made.append(w)
     r.sinks.append(w)
-    r.start("charge", 2, 1.12)
-    assert [b.description for b in bars(w)][:2] == ["#1 threw", "#2 running"]
-
-
-def test_not_live_widget_waits_for_run_finished(made: list[Any]) -> None:
-    r = waiting()
-    w = TimelineWidget(r.run, live=False)
-    made.append(w)
-    r.sinks.append(w)
-    r.start("charge", 2, 1.12)
-    assert w.renders == 1
-    r.finish("charge", 2, 1.2, "succeeded")
-    r.step_done("charge", 1.2, "succeeded")
-    r.run_done(1.2, "failed")
-    assert w.renders == 2
-    assert [b.description for b in bars(w)] == ["#1 threw", "#2 succeeded"]
-
-
-def test_bar_widgets_are_reused_and_a_planned_bar_becomes_the_attempt(made: list[Any]) -> None:
-    r = waiting()
-    w = TimelineWidget(r.run)
-    made.append(w)
-    r.sinks.append(w)
-    first, planned2 = bars(w)[:2]
-    assert planned2.description == "#2 planned"
-    r.start("charge", 2, 1.12)
-    assert bars(w)[0] is first
-    assert bars(w)[1] is planned2
-    assert planned2.description == "#2 running"
-    assert not planned2.disabled
-    assert "woml-outcome-running" in planned2._dom_classes
-    assert "woml-outcome-planned" not in planned2._dom_classes
-
-
-def test_replay_controls_appear_only_for_finished_runs(made: list[Any]) -> None:
-    live = TimelineWidget(waiting().run)
-    done = TimelineWidget(failed_closed().run)
-    made += [live, done]
-    assert live._replay_box.children == ()
-    play, slider = done._replay_box.children
-    assert isinstance(play, widgets.Play)
-    assert isinstance(slider, widgets.IntSlider)
-    assert slider.max == 33300
-    assert slider.value == slider.max
-
-
-def test_moving_the_slider_shows_the_run_as_it_was_then(made: list[Any]) -> None:
-    w = TimelineWidget(failed_closed().run)
-    made.append(w)
-    slider = w._replay_box.children[1]
-    slider.value = 2000  # during the 2s wait after attempt 2
-    assert [b.description for b in bars(w)][:2] == ["#1 threw", "#2 threw"]
-    assert "#3 timeout" not in [b.description for b in bars(w)]
-    assert "replay at t = 2s" in w._header.value
-    slider.value = 10_000  # attempt 3 is running, cut at 10s
-    assert [b.description for b in bars(w)][:3] == ["#1 threw", "#2 threw", "#3 running"]
-    slider.value = 100  # attempt 1 still running
-    assert next(b.description for b in bars(w)) == "#1 running"
-    slider.value = slider.max
-    assert [b.description for b in bars(w)] == ["#1 threw", "#2 threw", "#3 timeout"]
-
-
-def test_close_closes_every_widget_the_timeline_created(made: list[Any]) -> None:
-    before = set(_instances)
-    r = waiting()
-    w = TimelineWidget(r.run, on_cancel=lambda: None)
-    r.sinks.append(w)
-    r.start("charge", 2, 1.12)
-    r.finish("charge", 2, 1.3, "succeeded")
-    r.step_done("charge", 1.3, "succeeded")
-    r.run_done(1.3, "failed")
-    w._replay_box.children[1].value = 500  # replay hides bars: pooled, not lost
-    bars(w)[0].click()
-    assert set(_instances) - before
     w.close()
-    assert set(_instances) - before == set()
     assert w.comm is None
+    renders = w.renders
+    r.start("charge", 2, 1.12)
+    r.run_done(1.2, "failed")
+    assert w.renders == renders
+    w.close()  # twice is harmless
+
+
+def test_close_inside_the_loop_cancels_a_pending_render(made: list[Any]) -> None:
+    async def main() -> tuple[int, int]:
+        r = waiting()
+        w = TimelineWidget(r.run, max_rate_hz=1.0)
+        r.sinks.append(w)
+        r.start("charge", 2, 1.12)  # a render is due within a second
+        assert w._timer is not None
+        before = w.renders
+        w.close()
+        await asyncio.sleep(0.05)
+        return before, w.renders
+
+    before, after = asyncio.run(main())
+    assert before == after
 
 
 def test_a_drawing_failure_is_shown_not_raised_into_the_engine(made: list[Any]) -> None:
@@ -326,11 +329,76 @@ def test_a_drawing_failure_is_shown_not_raised_into_the_engine(made: list[Any]) 
     w = TimelineWidget(r.run, clock_now=clock_now)
     made.append(w)
     r.sinks.append(w)
+    good = w.html
     fail[0] = True
     r.start("charge", 2, 1.12)  # does not raise
-    assert "The timeline could not render: OSError: clock gone" in w._header.value
+    assert "The timeline could not render: OSError: clock gone" in w.html
+    assert w.html.endswith(good)  # the last drawing that worked stays below the message
+
+
+def test_a_failure_message_is_escaped(made: list[Any]) -> None:
+    def clock_now() -> float:
+        raise ValueError("<b>boom</b>")
+
+    w = TimelineWidget(waiting().run, clock_now=clock_now)
+    made.append(w)
+    assert "ValueError: &lt;b&gt;boom&lt;/b&gt;" in w.html
 
 
 def test_max_rate_must_be_positive() -> None:
     with pytest.raises(ValueError, match="max_rate_hz must be a positive number, got 0"):
         TimelineWidget(waiting().run, max_rate_hz=0)
+
+
+def test_run_finished_renders_even_when_the_loop_batches(made: list[Any]) -> None:
+    async def main() -> TimelineWidget:
+        r = failed_closed()
+        w = TimelineWidget(r.run, max_rate_hz=0.5)
+        made.append(w)
+        w(RunFinished(r.run.id, 33.3, status="failed"))
+        return w
+
+    w = asyncio.run(main())
+    assert w.renders == 2
+    assert w.status == "failed"
+
+
+# --- the static bundle and the script ---------------------------------------------------
+
+
+def test_mimebundle_is_text_and_the_drawing_with_its_script() -> None:
+    run = failed_closed().run
+    bundle = mimebundle(run)
+    assert bundle["text/plain"] == render_text(run)
+    html = bundle["text/html"]
+    assert html.startswith('<div class="woml-timeline"')
+    drawing, _, script = html.partition("<script>")
+    assert re.sub(r"woml-tl-[0-9a-f]+", "ID", drawing) == re.sub(
+        r"woml-tl-[0-9a-f]+", "ID", render_html(run)
+    )
+    root_id = re.search(r' id="(woml-tl-[^"]+)"', drawing)
+    assert root_id
+    assert f'womlTimeline.fromScript(document.currentScript, "{root_id.group(1)}")' in script
+    assert interactive_html(run).count("<script>") == 1
+
+
+def test_the_script_is_read_once_per_process() -> None:
+    assert timeline_js() is timeline_js()
+
+
+def test_importing_the_timeline_loads_neither_anywidget_nor_ipywidgets() -> None:
+    code = (
+        "import sys, woml_magic, woml_magic.timeline as t\n"
+        "from timeline_runs import failed_closed\n"
+        "t.mimebundle(failed_closed().run)\n"
+        "print([m for m in ('anywidget', 'ipywidgets') if m in sys.modules])"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+        cwd=Path(__file__).parent,
+    )
+    assert out.stdout.strip() == "[]"

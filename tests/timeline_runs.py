@@ -80,6 +80,7 @@ class Recorder:
         headers: dict[str, str] | None = None,
         key_header: str | None = "Idempotency-Key",
         name: str | None = "charge",
+        response_headers: dict[str, str] | None = None,
     ) -> None:
         self.emit(
             CallStarted(
@@ -107,6 +108,9 @@ class Recorder:
                 outcome=outcome,
                 status=status,
                 replayed=replayed,
+                response=None
+                if response_headers is None
+                else {"status": status, "headers": response_headers, "data": None},
             )
         )
 
@@ -215,4 +219,49 @@ def succeeded(result: Any = None) -> Recorder:
     r.finish("fetch", 1, 0.5, "succeeded", result=result, explanation="Attempt 1 succeeded.")
     r.step_done("fetch", 0.5, "succeeded", result)
     r.run_done(0.5, "succeeded")
+    return r
+
+
+#: spec §3.1's example: retry="10" exponential 1s, max 30s.
+SPEC_POLICY = RetryPolicy(
+    attempts=10, backoff="exponential", delay=timedelta(seconds=1), max_delay=timedelta(seconds=30)
+)
+#: spec §3.1: the waits of SPEC_POLICY.
+SPEC_WAITS = (1.0, 2.0, 4.0, 8.0, 16.0, 30.0, 30.0, 30.0, 30.0)
+
+
+def retried(
+    waits: Sequence[float] = SPEC_WAITS,
+    *,
+    attempt_s: float = 0.006,
+    policy: RetryPolicy = SPEC_POLICY,
+    last: str = "threw",
+    explanation: str = "Attempt {n} threw; retrying.",
+) -> Recorder:
+    """charge throws ``len(waits)`` times with the given waits, then its last attempt
+    ends ``last``; each attempt lasts ``attempt_s``; a second step ``email`` then runs
+    (succeeded) or is not run."""
+    r = Recorder(workflow(("charge", policy), ("email", RetryPolicy())))
+    r.step("charge", 0.0)
+    t = 0.0
+    for n, wait in enumerate([*waits, None], start=1):
+        r.start("charge", n, t)
+        t += attempt_s
+        outcome = "threw" if wait is not None else last
+        error = ("Error", "card network busy", 2) if outcome == "threw" else None
+        r.finish("charge", n, t, outcome, error=error, explanation=explanation.format(n=n))
+        if wait is not None:
+            r.wait("charge", n, t, wait)
+            t += wait
+    ok = last == "succeeded"
+    r.step_done("charge", t, "succeeded" if ok else "failed")
+    if ok:
+        r.step("email", t)
+        r.start("email", 1, t)
+        t += 0.05
+        r.finish("email", 1, t, "succeeded", explanation="Attempt 1 of 1 succeeded.")
+        r.step_done("email", t, "succeeded")
+    else:
+        r.step_done("email", t, "not-run")
+    r.run_done(t, "succeeded" if ok else "failed")
     return r

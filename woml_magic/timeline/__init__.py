@@ -1,14 +1,22 @@
-"""The timeline of a run: plain text, static HTML with inline SVG, and a live widget
-(spec §6.3).
+"""The timeline of a run: plain text, static HTML with inline SVG, its behaviour in the
+browser, and a live widget (spec §6.3).
 
-``render_text`` and ``render_html`` work anywhere (terminals, nbconvert, GitHub);
-``mimebundle`` is what ``Run._repr_mimebundle_`` shows. ``TimelineWidget`` is the
-ipywidgets view with live updates, a Cancel button and replay; it is imported lazily
-so that the engine and ``import woml_magic.timeline`` never load ipywidgets.
+``render_text`` and ``render_html`` work anywhere (terminals, nbconvert, GitHub).
+The behaviour (select an attempt, replay a finished run) is one piece of JavaScript,
+``timeline.js``, used twice: inlined after the static drawing by ``interactive_html``
+(front ends that run scripts of trusted HTML outputs: JupyterLab, Notebook 7, exported
+HTML; where scripts are stripped the drawing stays as it is), and as the ES module of
+``TimelineWidget``, the anywidget shown while a run is live. ``mimebundle`` is what
+``Run._repr_mimebundle_`` shows. The widget is imported lazily so that the engine and
+``import woml_magic.timeline`` never load ipywidgets or anywidget.
 """
 
 from __future__ import annotations
 
+import functools
+import json
+import re
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..model import Run
@@ -18,20 +26,76 @@ from .text import render_text
 if TYPE_CHECKING:
     from .widget import TimelineWidget
 
-__all__ = ["TimelineWidget", "mimebundle", "render_html", "render_text"]
+__all__ = [
+    "TimelineWidget",
+    "interactive_html",
+    "mimebundle",
+    "render_html",
+    "render_text",
+    "timeline_js",
+    "widget_esm",
+]
+
+# render_html gives its root a unique id; the script falls back on it.
+_ROOT_ID = re.compile(r'\sid="(woml-tl-[^"]*)"')
+
+
+@functools.cache
+def timeline_js() -> str:
+    """The source of ``timeline.js``, read once per process.
+
+    It defines one name, ``womlTimeline``; the wrappers below give it a scope.
+    """
+    text = (Path(__file__).parent / "timeline.js").read_text(encoding="utf-8")
+    # It is inlined in HTML inside a CDATA section (so the page stays well-formed XML).
+    for bad in ("</script", "]]>"):
+        if bad in text.lower():
+            raise RuntimeError(f"timeline.js must not contain {bad!r}: it is inlined in HTML")
+    return text
+
+
+def inline_script(root_id: str) -> str:
+    """The classic ``<script>`` that follows a static timeline and gives it behaviour.
+
+    The code runs inside an arrow function (no global name leaks); it finds its root as
+    the element just before the script, or by ``root_id``. The CDATA markers, hidden
+    from JavaScript behind line comments, keep the HTML well-formed XML.
+    """
+    return (
+        "<script>//<![CDATA[\n(() => {\n"
+        f"{timeline_js()}\n"
+        f"womlTimeline.fromScript(document.currentScript, {json.dumps(root_id)});\n"
+        "})();\n//]]></script>"
+    )
+
+
+def widget_esm() -> str:
+    """The anywidget ES module: ``timeline.js`` with a default export calling its
+    ``render`` (the module scope keeps ``womlTimeline`` private)."""
+    return (
+        f"{timeline_js()}\n"
+        "export default { render({ model, el }) { return womlTimeline.render(model, el); } };\n"
+    )
+
+
+def interactive_html(run: Run) -> str:
+    """``render_html(run)`` followed by the inline script that makes it interactive."""
+    drawing = render_html(run)
+    found = _ROOT_ID.search(drawing)
+    return drawing + inline_script(found.group(1) if found else "")
 
 
 def mimebundle(run: Run) -> dict[str, Any]:
     """``text/plain`` and ``text/html`` renderings of ``run`` (spec §6.3).
 
-    Cheap and free of widgets: front ends without a widget manager show one of these;
-    the magic displays a ``TimelineWidget`` where widgets work.
+    Cheap and free of widgets: what a finished run shows everywhere; the magic
+    displays a ``TimelineWidget`` while a run is live.
     """
-    return {"text/plain": render_text(run), "text/html": render_html(run)}
+    return {"text/plain": render_text(run), "text/html": interactive_html(run)}
 
 
 def __getattr__(name: str) -> Any:
-    # ipywidgets loads only when someone asks for the widget (spec §6.3, STYLE 4).
+    # anywidget/ipywidgets load only when someone asks for the widget (spec §6.3, STYLE 4).
     if name == "TimelineWidget":
         from .widget import TimelineWidget
 

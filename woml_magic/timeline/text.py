@@ -1,58 +1,118 @@
-"""The timeline as a plain-text table, for terminals and ``text/plain`` (spec §6.3).
+"""The timeline as plain text, for terminals and ``text/plain`` (spec §6.3).
 
 One block per step: id and status, the policy in words, the idempotency key in full;
-then one row per attempt (number, outcome, start and end on the run's clock,
-explanation, error with its cell line), the waits between them ("wait 2s") and, while
-the run goes on, the attempts still planned.
+then one row per attempt (number, outcome, start and end on the run's clock) followed
+by its explanation and error with the cell line, its HTTP calls with the server's
+verdict and the first lines of its console output; the waits between attempts
+("wait 2s") and, while the run goes on, the attempts still planned.
+
+Long text wraps at ``WIDTH`` columns with a hanging indent instead of being cut, so an
+explanation is always read whole; only very long untrusted text (an error message, a
+log line, a URL) is bounded, at ``MAX_FIELD`` characters with a note of how much was
+left out. Everything printed passes through ``clean``: terminal control characters
+(ESC, BEL, backspace, carriage return, C1 controls, bidirectional overrides) are shown
+as harmless text, so script output can never drive the user's terminal.
 """
 
 from __future__ import annotations
 
+import re
+import textwrap
+
 from ..model import Attempt, Call, Run
-from ..policy import format_duration
-from ._layout import Segment, compute_layout, error_text, seconds
+from ._layout import Segment, call_verdict, compute_layout, error_text, format_time
 
-_MAX_FIELD = 200
+WIDTH = 100
+MAX_FIELD = 4000
 _MAX_LOG_LINES = 3
+_ROW = "  {n:<3} {outcome:<13} {start:<9} {end:<9} "
+_ROW_INDENT = " " * len(_ROW.format(n="", outcome="", start="", end=""))
+_SUB = "      {what:<5} "
+_SUB_INDENT = " " * len(_SUB.format(what=""))
+
+# C0 controls (tab and newline are handled before), DEL, C1 controls; bidirectional
+# embeddings, overrides and isolates (they reorder what the terminal shows); lone
+# surrogates (not printable, not encodable).
+_CONTROL = re.compile("[\x00-\x08\x0a-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
 
 
-def one_line(text: str, limit: int = _MAX_FIELD) -> str:
-    """``text`` on one line, at most ``limit`` characters (a table cell must not wrap)."""
-    flat = " ⏎ ".join(text.splitlines()) if "\n" in text or "\r" in text else text
-    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+def _shown(match: re.Match[str]) -> str:
+    c = match.group()
+    o = ord(c)
+    if o < 0x20:
+        return "^" + chr(o + 0x40)  # caret notation, as `cat -v`: ESC is ^[
+    if o == 0x7F:
+        return "^?"
+    return "\ufffd"
 
 
-def call_text(call: Call) -> str:
-    """A call in one line: method, URL, status or outcome, key header, replayed (spec §4.3)."""
+def clean(text: str) -> str:
+    """``text`` on one line and safe to print: line breaks become `` ⏎ ``, tabs a
+    space, and control characters visible text (``ESC`` → ``^[``)."""
+    flat = " ⏎ ".join(text.splitlines()) if ("\n" in text or "\r" in text) else text
+    return _CONTROL.sub(_shown, flat.replace("\t", " "))
+
+
+def bounded(text: str, limit: int = MAX_FIELD) -> str:
+    """``text`` cleaned and at most ``limit`` characters, with a note of what was cut."""
+    flat = clean(text)
+    if len(flat) <= limit:
+        return flat
+    return f"{flat[:limit]}… ({len(flat) - limit} more characters)"
+
+
+def wrap(first: str, text: str, indent: str) -> list[str]:
+    """``first`` then ``text`` wrapped at ``WIDTH`` columns, later lines at ``indent``."""
+    return textwrap.wrap(
+        text,
+        width=WIDTH,
+        initial_indent=first,
+        subsequent_indent=indent,
+        break_on_hyphens=False,
+        drop_whitespace=True,
+    ) or [first.rstrip()]
+
+
+def call_text(call: Call) -> list[str]:
+    """A call: method, URL, status or outcome, the server's verdict, its name; then the
+    idempotency header sent (spec §4.3, §6.3)."""
     result = str(call.status) if call.status is not None else call.outcome
-    parts = [f"{call.method} {one_line(call.url)} → {result}"]
-    if call.idempotency_header:
-        parts.append(f"{call.idempotency_header}: {call.idempotency_value or ''}")
-    else:
-        parts.append("no idempotency key")
-    if call.replayed:
-        parts.append("reattached (replayed from the journal)")
+    head = [f"{call.method} {bounded(call.url)} → {result}", call_verdict(call)]
     if call.name:
-        parts.append(f"name {call.name}")
-    return " · ".join(parts)
+        head.append(f"name {clean(call.name)}")
+    if call.error and call.status is None:
+        head.append(bounded(call.error))
+    lines = wrap(_SUB.format(what="call"), " · ".join(head), _SUB_INDENT)
+    if call.idempotency_header:
+        key = f"{clean(call.idempotency_header)}: {clean(call.idempotency_value or '')}"
+    else:
+        key = "no idempotency key sent"
+    lines += wrap(_SUB_INDENT, key, _SUB_INDENT)
+    return lines
 
 
-def _attempt_row(seg: Segment, attempt: Attempt | None) -> list[str]:
+def _attempt_rows(seg: Segment, attempt: Attempt | None) -> list[str]:
     if attempt is None:
-        return [f"  {seg.number:<3} {'planned':<13} {'':<19} not yet run"]
-    end = "…" if attempt.ended_at is None else seconds(attempt.ended_at)
-    words = [one_line(attempt.explanation)] if attempt.explanation else []
+        at = format_time(seg.start)
+        return [_ROW.format(n=seg.number, outcome="planned", start=at, end="") + "not yet run"]
+    end = "…" if attempt.ended_at is None else format_time(attempt.ended_at)
+    first = _ROW.format(
+        n=seg.number, outcome=seg.outcome, start=format_time(attempt.started_at), end=end
+    )
+    rows = wrap(first, bounded(attempt.explanation), _ROW_INDENT)
     if attempt.error is not None:
         e = attempt.error
-        words.append(one_line(error_text(e.name, e.message, e.line)))
-    rows = [
-        f"  {seg.number:<3} {seg.outcome:<13} {seconds(attempt.started_at):<9} {end:<9} "
-        f"{' · '.join(words)}".rstrip()
-    ]
-    rows.extend(f"      call  {call_text(c)}" for c in attempt.calls)
-    rows.extend(f"      log   {one_line(line)}" for line in attempt.logs[:_MAX_LOG_LINES])
+        text = error_text(bounded(e.name, 200), bounded(e.message), e.line)
+        if attempt.explanation:
+            rows += wrap(_ROW_INDENT, text, _ROW_INDENT)
+        else:
+            rows = wrap(first, text, _ROW_INDENT)
+    for c in attempt.calls:
+        rows += call_text(c)
+    for line in attempt.logs[:_MAX_LOG_LINES]:
+        rows += wrap(_SUB.format(what="log"), bounded(line), _SUB_INDENT)
     if len(attempt.logs) > _MAX_LOG_LINES:
-        rows.append(f"      log   … {len(attempt.logs) - _MAX_LOG_LINES} more lines")
+        rows.append(f"{_SUB.format(what='log')}… {len(attempt.logs) - _MAX_LOG_LINES} more lines")
     return rows
 
 
@@ -61,9 +121,9 @@ def render_text(run: Run) -> str:
     layout = compute_layout(run)
     out = [
         f"workflow {layout.workflow_id} · run {layout.run_id} · {layout.clock} clock · "
-        f"{layout.status} · t = {seconds(layout.now)}"
+        f"{layout.status} · t = {format_time(layout.now)}"
     ]
-    out.extend(f"resumed at {seconds(t)}" for t in layout.resumes)
+    out.extend(f"resumed at {format_time(t)}" for t in layout.resumes)
     for lane in layout.lanes:
         sr = run.steps[lane.step_id]
         out += [
@@ -73,17 +133,20 @@ def render_text(run: Run) -> str:
             f"  key     {lane.key}",
         ]
         if not lane.segments:
+            if lane.note is not None:
+                out.append(f"  {lane.note}")
             continue
         out.append(f"  {'#':<3} {'outcome':<13} {'start':<9} {'end':<9} explanation · error")
         for seg in lane.segments:
             if seg.kind in ("wait", "planned-wait"):
                 if seg.left is not None:
-                    total = format_duration(seg.end - seg.start)
+                    total = format_time(seg.end - seg.start)
                     out.append(f"      wait {total}, {seg.left:.1f}s left (waiting now)")
                 else:
                     planned = " (planned)" if seg.kind == "planned-wait" else ""
                     out.append(f"      {seg.label}{planned}")
             else:
                 attempt = None if seg.kind == "planned" else sr.attempt(seg.number)
-                out.extend(_attempt_row(seg, attempt))
-    return "\n".join(out)
+                out.extend(_attempt_rows(seg, attempt))
+    # Step ids, run ids and policy words come from the document: clean them too.
+    return "\n".join(clean(line) for line in out)

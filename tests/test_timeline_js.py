@@ -1,0 +1,689 @@
+"""The timeline's behaviour in a real browser (spec §6.3): ``timeline.js`` in headless
+Chromium on standalone HTML pages, no Jupyter.
+
+Selecting an attempt opens its details; a finished run replays with Play and a slider
+over its time axis, uniformly in drawn x; the readout writes times as the axis does;
+timelines on one page are independent; the controls meet WCAG AA in JupyterLab's light
+and dark themes (their ``--jp-*`` variables, copied from the installed JupyterLab); the
+widget's ES module redraws a live run keeping the selection and sends Cancel once.
+Screenshots of a replay half-way go to ``WOML_SCREENSHOT_DIR`` when it is set.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import random
+import re
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from timeline_runs import waiting
+
+import woml_magic as wm
+from woml_magic.model import Run
+from woml_magic.timeline import interactive_html, render_html, timeline_js, widget_esm
+from woml_magic.timeline._layout import format_time
+
+pytestmark = pytest.mark.browser
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-dev-shm-usage",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+THEMES = Path(sys.prefix) / "share/jupyter/lab/themes/@jupyterlab"
+PLAY_SECONDS = 6.0  # timeline.js PLAY_MS
+
+
+# --- timelines of real runs -------------------------------------------------------
+
+# charge: #1 and #2 throw after 2s each with 1s waits, #3 succeeds after 22s; email:
+# #1 throws at once, a 10-minute wait (an axis break), #2 succeeds after 1s.
+DOC = """<step id="charge" retry="3" retry-delay="1s" timeout="1m"><script>
+await services.sleep("2s");
+if (attempt.number < 3) throw new Error("the API is busy");
+await services.sleep("20s");
+return {charged: true};
+</script></step>
+<step id="email" retry="2" retry-delay="10m"><script>
+if (attempt.number < 2) throw new Error("mail server down");
+await services.sleep("1s");
+return "sent";
+</script></step>"""
+
+
+@pytest.fixture(scope="module")
+def run() -> Run:
+    finished = wm.run(DOC, clock="simulated")
+    assert finished.status == "succeeded"
+    return finished
+
+
+@pytest.fixture(scope="module")
+def live_run() -> Run:
+    return waiting().run
+
+
+class Axis:
+    """The time→x map of a drawn timeline, from its ``data-axis`` knots."""
+
+    def __init__(self, knots: list[list[float]]) -> None:
+        self.knots = knots
+
+    def x(self, t: float) -> float:
+        k = self.knots
+        for (ta, xa), (tb, xb) in itertools.pairwise(k):
+            if t <= tb:
+                return xa + (t - ta) * (xb - xa) / (tb - ta)
+        (ta, xa), (tb, xb) = k[-2], k[-1]
+        return xb + (t - tb) * (xb - xa) / (tb - ta)
+
+
+def axis(page: Any, root: str = "") -> Axis:
+    return Axis(json.loads(page.get_attribute(f"{root} svg.woml-svg", "data-axis")))
+
+
+def drawn(page: Any, root: str = "") -> dict[tuple[str, str, int], dict[str, float]]:
+    """(kind, step, n) → the segment's data-t0/t1/x0/x1 as drawn."""
+    rows = page.eval_on_selector_all(
+        f"{root} .woml-seg",
+        """els => els.map(e => [
+            ['attempt', 'wait', 'planned-wait', 'planned'].find(
+                k => e.classList.contains('woml-' + k)),
+            e.dataset.step, +e.dataset.n,
+            {t0: +e.dataset.t0, t1: +e.dataset.t1, x0: +e.dataset.x0, x1: +e.dataset.x1}])""",
+    )
+    return {(kind, step, n): data for kind, step, n, data in rows}
+
+
+def end_of(page: Any, root: str = "") -> float:
+    return float(page.get_attribute(root or ".woml-timeline", "data-end"))
+
+
+def root_id(bundle_html: str) -> str:
+    found = re.search(r' id="(woml-tl-[^"]+)"', bundle_html)
+    assert found
+    return found.group(1)
+
+
+def split(bundle_html: str) -> tuple[str, str, str]:
+    """An interactive timeline's drawing, inline script and script code."""
+    found = re.search(r"<script>(.*)</script>$", bundle_html, re.S)
+    assert found
+    return bundle_html[: found.start()], found.group(0), found.group(1)
+
+
+# --- the browser --------------------------------------------------------------------
+
+
+def theme_vars(theme: str) -> str:
+    """The ``:root`` block of JupyterLab's light or dark theme: its --jp-* variables."""
+    css = (THEMES / f"theme-{theme}-extension/index.css").read_text()
+    found = re.search(r":root\{[^}]*\}", css)
+    assert found, f"no :root block in JupyterLab's {theme} theme"
+    return found.group(0)
+
+
+def page_html(body: str, theme: str = "light") -> str:
+    return (
+        f"<!doctype html><html><head><meta charset='utf-8'><style>{theme_vars(theme)}"
+        "body { background: var(--jp-layout-color0); color: var(--jp-content-font-color1);"
+        " font-family: var(--jp-ui-font-family); margin: 12px; }</style></head>"
+        f"<body>{body}<div style='height:1200px'></div></body></html>"
+    )
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    if not Path(CHROMIUM).exists() and os.environ.get("CI") != "true":
+        pytest.skip(f"{CHROMIUM} is not installed (CI must have it)")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        b = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield b
+        b.close()
+
+
+@pytest.fixture
+def open_page(browser: Any, tmp_path: Path) -> Iterator[Any]:
+    """``open_page(body, theme)``: a page showing ``body``, loaded from a file."""
+    pages: list[Any] = []
+
+    def open_(body: str, theme: str = "light") -> Any:
+        path = tmp_path / f"page{len(pages)}.html"
+        path.write_text(page_html(body, theme), encoding="utf-8")
+        page = browser.new_page(viewport={"width": 1000, "height": 700})
+        errors: list[str] = []
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        page.goto(path.as_uri())
+        page.errors = errors
+        pages.append(page)
+        return page
+
+    yield open_
+    for page in pages:
+        assert page.errors == []
+        page.close()
+
+
+def seg(root: str, step: str, n: int, kind: str = "attempt") -> str:
+    return f'{root} .woml-seg.woml-{kind}[data-step="{step}"][data-n="{n}"]'
+
+
+def selected(page: Any, root: str = "") -> list[tuple[str, str]]:
+    return [
+        tuple(x)
+        for x in page.eval_on_selector_all(
+            f"{root} .woml-seg.woml-selected",
+            "els => els.map(e => [e.dataset.step, e.dataset.n])",
+        )
+    ]
+
+
+def opened(page: Any, root: str = "") -> list[tuple[str, str]]:
+    return [
+        tuple(x)
+        for x in page.eval_on_selector_all(
+            f"{root} details.woml-attempt-details",
+            "els => els.filter(e => e.open).map(e => [e.dataset.step, e.dataset.n])",
+        )
+    ]
+
+
+def set_slider(page: Any, t: float, root: str = "") -> None:
+    page.eval_on_selector(
+        f"{root} .woml-slider",
+        "(s, t) => { s.value = String(t); s.dispatchEvent(new Event('input', {bubbles: true})); }",
+        t,
+    )
+
+
+def visibility(page: Any, selector: str) -> str:
+    result: str = page.eval_on_selector(selector, "e => getComputedStyle(e).visibility")
+    return result
+
+
+def width(page: Any, selector: str) -> float:
+    result: float = page.eval_on_selector(
+        selector, "e => e.querySelector('.woml-bar').width.baseVal.value"
+    )
+    return result
+
+
+# --- selection ------------------------------------------------------------------------
+
+
+def test_clicking_an_attempt_selects_it_alone_and_opens_its_details(
+    open_page: Any, run: Run
+) -> None:
+    page = open_page(interactive_html(run))
+    assert selected(page) == []
+    assert opened(page) == []
+    page.click(seg("", "charge", 1) + " .woml-bar")
+    assert selected(page) == [("charge", "1")]
+    assert opened(page) == [("charge", "1")]
+    page.click(seg("", "email", 2) + " .woml-bar")
+    assert selected(page) == [("email", "2")]
+    assert opened(page) == [("email", "2")]
+    page.click(seg("", "email", 2) + " .woml-bar")  # a second click unselects
+    assert selected(page) == []
+    assert opened(page) == []
+
+
+def test_waits_are_not_selectable(open_page: Any, run: Run) -> None:
+    page = open_page(interactive_html(run))
+    page.click(seg("", "charge", 1, "wait") + " .woml-bar", force=True)
+    assert selected(page) == []
+
+
+@pytest.mark.parametrize("key", ["Enter", " "])
+def test_enter_and_space_select_the_focused_attempt(open_page: Any, run: Run, key: str) -> None:
+    page = open_page(interactive_html(run))
+    page.focus(seg("", "charge", 3))
+    page.keyboard.press(key)
+    assert selected(page) == [("charge", "3")]
+    assert opened(page) == [("charge", "3")]
+    assert page.evaluate("window.scrollY") == 0  # Space did not scroll the page
+
+
+def test_the_selected_details_are_scrolled_into_view(open_page: Any, run: Run) -> None:
+    page = open_page(interactive_html(run))
+    page.set_viewport_size({"width": 1000, "height": 260})
+    assert page.evaluate("window.scrollY") == 0
+    page.click(seg("", "email", 1) + " .woml-bar")
+    page.wait_for_function(
+        """() => { const r = document.querySelector(
+            'details.woml-attempt-details[data-step="email"][data-n="1"] > summary')
+            .getBoundingClientRect();
+            return scrollY > 0 && r.top >= 0 && r.bottom <= innerHeight; }"""
+    )
+
+
+def test_selection_works_on_a_live_run_too(open_page: Any, live_run: Run) -> None:
+    page = open_page(interactive_html(live_run))
+    page.click(seg("", "charge", 1) + " .woml-bar")
+    assert selected(page) == [("charge", "1")]
+    assert opened(page) == [("charge", "1")]
+
+
+# --- replay ---------------------------------------------------------------------------
+
+
+def test_a_finished_run_has_play_a_slider_over_its_time_and_a_readout(
+    open_page: Any, run: Run
+) -> None:
+    page = open_page(interactive_html(run))
+    end = end_of(page)
+    assert end == pytest.approx(run.ended_at, abs=1e-5)
+    assert page.inner_text(".woml-play").strip().endswith("Play")
+    assert page.get_attribute(".woml-slider", "min") == "0"
+    assert float(page.get_attribute(".woml-slider", "max")) == end
+    assert page.inner_text(".woml-time") == format_time(end)
+    assert page.eval_on_selector(".woml-slider", "s => +s.value") == end
+
+
+def test_a_running_run_has_no_replay_controls(open_page: Any, live_run: Run) -> None:
+    page = open_page(interactive_html(live_run))
+    assert page.query_selector(".woml-play") is None
+    assert page.inner_html(".woml-replay") == ""
+
+
+def test_the_slider_at_t_hides_later_segments_and_cuts_the_running_one(
+    open_page: Any, run: Run
+) -> None:
+    page = open_page(interactive_html(run))
+    segs, ax = drawn(page), axis(page)
+    a2 = segs["attempt", "charge", 2]
+    t = (a2["t0"] + a2["t1"]) / 2
+    set_slider(page, t)
+    first = seg("", "charge", 1)
+    assert visibility(page, first) == "visible"
+    assert width(page, first) == pytest.approx(
+        segs["attempt", "charge", 1]["x1"] - segs["attempt", "charge", 1]["x0"], abs=0.1
+    )
+    assert visibility(page, seg("", "charge", 1, "wait")) == "visible"
+    running = seg("", "charge", 2)
+    assert visibility(page, running) == "visible"
+    assert width(page, running) == pytest.approx(ax.x(t) - a2["x0"], abs=0.6)
+    assert "woml-replay-running" in page.get_attribute(running, "class")
+    for later in (seg("", "charge", 2, "wait"), seg("", "charge", 3), seg("", "email", 1)):
+        assert visibility(page, later) == "hidden"
+    assert f"replay at t = {format_time(t)}" in page.inner_text(".woml-header")
+    assert page.inner_text(".woml-time") == format_time(t)
+
+    wait = segs["wait", "email", 1]  # the 10-minute wait, drawn as an axis break
+    t = wait["t0"] + 300
+    set_slider(page, t)
+    line = page.eval_on_selector(seg("", "email", 1, "wait") + " line", "l => l.x2.baseVal.value")
+    assert line == pytest.approx(ax.x(t), abs=0.6)
+    assert wait["x0"] < line < wait["x1"]
+    assert "woml-replay-running" not in page.get_attribute(running, "class")
+    assert visibility(page, seg("", "email", 2)) == "hidden"
+
+    set_slider(page, end_of(page))  # the end: the whole run again
+    assert visibility(page, seg("", "email", 2)) == "visible"
+    assert width(page, running) == pytest.approx(a2["x1"] - a2["x0"], abs=0.1)
+    assert "replay at" not in page.inner_text(".woml-header")
+    assert page.query_selector_all(".woml-replay-running, .woml-replay-hidden") == []
+
+
+def test_planned_segments_are_hidden_before_the_end(open_page: Any) -> None:
+    # A finished run shows no planned attempts; a drawing that has them hides them
+    # until the end of the replay.
+    page = open_page(
+        interactive_html(waiting().run).replace('data-status="running"', 'data-status="failed"', 1)
+    )
+    planned = seg("", "charge", 2, "planned")
+    assert visibility(page, planned) == "visible"
+    assert end_of(page) == pytest.approx(0.12)
+    set_slider(page, 0.05)
+    assert visibility(page, planned) == "hidden"
+
+
+def test_a_cut_attempt_says_running_not_its_outcome(open_page: Any, run: Run) -> None:
+    page = open_page(interactive_html(run))
+    a3 = drawn(page)["attempt", "charge", 3]
+    label = seg("", "charge", 3) + " .woml-label"
+    whole = page.text_content(label)
+    assert "succeeded" in whole
+    set_slider(page, a3["t0"] + 0.8 * (a3["t1"] - a3["t0"]))
+    assert page.text_content(label) == "#3 running"
+    assert visibility(page, label) == "visible"
+    set_slider(page, end_of(page))
+    assert page.text_content(label) == whole
+
+
+def test_the_slider_keys_move_along_the_drawn_axis(open_page: Any, run: Run) -> None:
+    page = open_page(interactive_html(run))
+    ax, end = axis(page), end_of(page)
+    page.focus(".woml-slider")
+    page.keyboard.press("Home")
+    assert page.inner_text(".woml-time") == "0s"
+    page.keyboard.press("ArrowRight")  # 1/50 of the drawn width
+    t = page.eval_on_selector(".woml-slider", "s => +s.value")
+    assert ax.x(t) - ax.x(0) == pytest.approx((ax.x(end) - ax.x(0)) / 50)
+    page.keyboard.press("End")
+    assert page.inner_text(".woml-time") == format_time(end)
+
+
+def test_play_from_zero_reaches_the_end_and_reveals_every_segment(open_page: Any, run: Run) -> None:
+    page = open_page(interactive_html(run))
+    end = end_of(page)
+    set_slider(page, 0)
+    assert page.query_selector_all(".woml-replay-hidden")
+    began = time.monotonic()
+    page.click(".woml-play")
+    assert page.inner_text(".woml-play").strip().endswith("Pause")
+    page.wait_for_function(
+        "() => document.querySelector('.woml-play').textContent.endsWith('Play')",
+        timeout=PLAY_SECONDS * 3 * 1000,
+    )
+    took = time.monotonic() - began
+    assert PLAY_SECONDS * 0.8 < took < PLAY_SECONDS * 2
+    assert page.query_selector_all(".woml-replay-hidden, .woml-replay-running") == []
+    assert page.inner_text(".woml-time") == format_time(end)
+    assert page.eval_on_selector(".woml-slider", "s => +s.value") == end
+
+
+def test_play_moves_uniformly_in_drawn_x_through_axis_breaks(open_page: Any, run: Run) -> None:
+    page = open_page(interactive_html(run))
+    ax, end = axis(page), end_of(page)
+    set_slider(page, 0)
+    samples = page.evaluate(
+        """() => new Promise(done => {
+            const out = [], slider = document.querySelector('.woml-slider');
+            const t0 = performance.now();
+            document.querySelector('.woml-play').click();
+            const look = () => {
+                out.push([performance.now() - t0, +slider.value]);
+                if (+slider.value < +slider.max) requestAnimationFrame(look); else done(out);
+            };
+            requestAnimationFrame(look);
+        })"""
+    )
+    span, total = ax.x(end) - ax.x(0), samples[-1][0]
+    # Drawn x grows linearly with wall time: the ten minutes of the break pass in the
+    # break's share of the drawn width, not in their share of the run's time.
+    worst = max(abs((ax.x(t) - ax.x(0)) / span - ms / total) for ms, t in samples)
+    assert worst < 0.1
+    mid = next(t for ms, t in samples if ms >= total / 2)
+    assert mid < 30  # half-way in drawn x is in charge #3, not at half the run's time
+
+
+def test_play_at_the_end_restarts_from_zero_and_pause_stops(open_page: Any, run: Run) -> None:
+    page = open_page(interactive_html(run))
+    page.click(".woml-play")
+    page.wait_for_timeout(300)
+    page.click(".woml-play")  # pause
+    t = page.eval_on_selector(".woml-slider", "s => +s.value")
+    assert 0 < t < 10
+    assert page.inner_text(".woml-play").strip().endswith("Play")
+    page.wait_for_timeout(200)
+    assert page.eval_on_selector(".woml-slider", "s => +s.value") == t
+    page.click(".woml-play")  # play on from the slider's position
+    page.wait_for_timeout(100)
+    assert page.eval_on_selector(".woml-slider", "s => +s.value") > t
+
+
+def test_play_is_keyboard_accessible(open_page: Any, run: Run) -> None:
+    page = open_page(interactive_html(run))
+    page.focus(".woml-play")
+    page.keyboard.press("Enter")
+    page.wait_for_timeout(150)
+    assert page.eval_on_selector(".woml-slider", "s => +s.value") < end_of(page)
+    page.keyboard.press(" ")
+    assert page.inner_text(".woml-play").strip().endswith("Play")
+
+
+# --- the readout is the axis's format ------------------------------------------------
+
+TIMES = [
+    0, -0.0, -1.5, 1e-9, 0.00025, 0.000251, 0.0004, 0.0004999, 0.0005, 0.0015, 0.001,
+    0.006, 0.01, 0.1, 0.12, 0.25, 0.0625, 0.1875, 1.0625, 2.5625, 1, 1.5, 1.25, 1.125,
+    2.0005, 12.3, 33.3, 59.99, 59.9994, 59.9995, 59.9996, 60, 60.04, 60.05, 60.25, 90,
+    125.5, 150.55, 599.95, 3599.94, 3599.95, 3599.999, 3600, 3600.5, 3601.5, 3605, 3780,
+    86400.25, 90061, 1 / 3, 2 / 3, 0.3 + 0.6, 1e6 + 0.0625,
+]  # fmt: skip
+
+
+def test_the_time_readout_is_formatted_exactly_like_the_axis(open_page: Any) -> None:
+    rng = random.Random(63)
+    times = TIMES + [10 ** rng.uniform(-5, 6) for _ in range(400)]
+    times += [round(rng.uniform(0, 4000), rng.choice([1, 2, 3, 4])) for _ in range(400)]
+    script = f"<script>{timeline_js()}\nwindow.formatTime = womlTimeline.formatTime;</script>"
+    page = open_page(script)
+    got = page.evaluate("ts => ts.map(t => formatTime(t))", times)
+    assert got == [format_time(t) for t in times]
+
+
+def test_the_slider_readout_matches_python_at_any_position(open_page: Any, run: Run) -> None:
+    page = open_page(interactive_html(run))
+    for t in (0.0625, 1.5, 7.125, 20 / 3, 95.25, 600.04):
+        set_slider(page, t)
+        shown = page.eval_on_selector(".woml-slider", "s => +s.value")
+        assert page.inner_text(".woml-time") == format_time(shown)
+
+
+# --- scope ----------------------------------------------------------------------------
+
+
+def test_two_timelines_on_one_page_do_not_interfere(open_page: Any, run: Run) -> None:
+    one, two = interactive_html(run), interactive_html(run)
+    page = open_page(f"{one}<p>between</p>{two}")
+    a, b = (f"#{root_id(h)}" for h in (one, two))
+    assert a != b
+    assert len(page.query_selector_all(".woml-play")) == 2
+    page.click(seg(a, "charge", 1) + " .woml-bar")
+    page.click(seg(b, "charge", 2) + " .woml-bar")
+    assert selected(page, a) == [("charge", "1")]
+    assert selected(page, b) == [("charge", "2")]
+    assert opened(page, a) == [("charge", "1")]
+    set_slider(page, 4, a)
+    assert visibility(page, seg(a, "email", 1)) == "hidden"
+    assert visibility(page, seg(b, "email", 1)) == "visible"
+    assert page.inner_text(f"{b} .woml-time") == format_time(end_of(page, b))
+
+
+def test_the_script_leaks_no_global_and_running_it_twice_is_harmless(
+    open_page: Any, run: Run
+) -> None:
+    bundle = interactive_html(run)
+    page = open_page(bundle)
+    assert page.evaluate("typeof womlTimeline") == "undefined"
+    # A front end that re-runs the output's scripts: the same code, the same root.
+    page.add_script_tag(content=split(bundle)[2])
+    assert len(page.query_selector_all(".woml-play")) == 1
+    assert len(page.query_selector_all(".woml-replay-cursor")) == 1
+    assert len(page.query_selector_all(".woml-replay-at")) == 1
+    page.click(seg("", "charge", 2) + " .woml-bar")  # one listener: the click toggles once
+    assert selected(page) == [("charge", "2")]
+
+
+def test_a_saved_copy_of_a_filled_page_gets_one_set_of_controls(open_page: Any, run: Run) -> None:
+    bundle = interactive_html(run)
+    filled = open_page(bundle).evaluate("document.querySelector('.woml-timeline').outerHTML")
+    assert "woml-play" in filled
+    page = open_page(filled + split(bundle)[1])
+    for control in (".woml-play", ".woml-slider", ".woml-replay-at", ".woml-replay-cursor"):
+        assert len(page.query_selector_all(control)) == 1, control
+
+
+def test_the_script_finds_its_root_by_id_when_moved(open_page: Any, run: Run) -> None:
+    # Some front ends move scripts out of the output before running them.
+    drawing, script, _ = split(interactive_html(run))
+    page = open_page(f"<div>{drawing}</div><p>elsewhere</p>{script}")
+    assert page.query_selector(".woml-play") is not None
+
+
+def test_the_interactive_html_is_the_drawing_then_a_well_formed_script(run: Run) -> None:
+    from lxml import etree
+
+    bundle = interactive_html(run)
+    drawing, _, _ = split(bundle)
+    assert drawing.startswith('<div class="woml-timeline"')
+    assert drawing.count("<script") == 0
+    etree.fromstring(f"<div>{bundle}</div>".encode())
+
+
+# --- themes ---------------------------------------------------------------------------
+
+CONTRAST = """el => {
+    const parse = s => {
+        const m = s.match(/rgba?\\(([^)]+)\\)/);
+        if (!m) throw new Error('colour ' + s);
+        const p = m[1].split(/[\\s,\\/]+/).filter(Boolean).map(Number);
+        return [p[0], p[1], p[2], p.length > 3 ? p[3] : 1];
+    };
+    const over = (top, under) => [0, 1, 2].map(i => top[i] * top[3] + under[i] * (1 - top[3]));
+    const layers = [];
+    for (let e = el; e; e = e.parentElement) {
+        layers.push(parse(getComputedStyle(e).backgroundColor));
+    }
+    let bg = [255, 255, 255];
+    for (const c of layers.reverse()) bg = over(c, bg);
+    const fg = over(parse(getComputedStyle(el).color), bg);
+    const lum = c => c.map(v => v / 255)
+        .map(v => v <= 0.03928 ? v / 12.92 : Math.pow((v + 0.055) / 1.055, 2.4))
+        .reduce((s, v, i) => s + v * [0.2126, 0.7152, 0.0722][i], 0);
+    const [hi, lo] = [lum(fg), lum(bg)].sort((a, b) => b - a);
+    return (hi + 0.05) / (lo + 0.05);
+}"""
+
+
+@pytest.mark.parametrize("theme", ["light", "dark"])
+def test_the_controls_text_meets_wcag_aa_in_light_and_dark(
+    open_page: Any, run: Run, theme: str
+) -> None:
+    page = open_page(interactive_html(run), theme)
+    set_slider(page, 4)
+    for sel in (".woml-play", ".woml-time", ".woml-time-end", ".woml-replay-at"):
+        ratio = page.eval_on_selector(sel, CONTRAST)
+        assert ratio >= 4.5, f"{sel} in {theme}: contrast {ratio:.2f}"
+    page.hover(".woml-play")
+    assert page.eval_on_selector(".woml-play", CONTRAST) >= 4.5
+
+
+@pytest.mark.parametrize("theme", ["light", "dark"])
+def test_a_screenshot_of_a_replay_half_way(
+    open_page: Any, run: Run, theme: str, tmp_path: Path
+) -> None:
+    page = open_page(interactive_html(run), theme)
+    page.click(seg("", "charge", 2) + " .woml-bar")
+    a3 = drawn(page)["attempt", "charge", 3]
+    set_slider(page, (a3["t0"] + a3["t1"]) / 2)
+    page.focus(".woml-slider")
+    folder = Path(os.environ.get("WOML_SCREENSHOT_DIR") or tmp_path)
+    shot = folder / f"timeline-replay-{theme}.png"
+    page.locator(".woml-timeline").first.screenshot(path=str(shot))
+    assert shot.stat().st_size > 1000
+
+
+# --- the widget's ES module with a stand-in model ------------------------------------
+
+MOUNT = """async ({src, html}) => {
+    const mod = await import(URL.createObjectURL(new Blob([src], {type: 'text/javascript'})));
+    const state = {html, status: 'running', cancellable: true, cancelling: false};
+    const handlers = {};
+    const sent = [];
+    const model = {
+        get: k => state[k],
+        on: (name, fn) => (handlers[name] = handlers[name] || []).push(fn),
+        off: (name, fn) => { handlers[name] = (handlers[name] || []).filter(f => f !== fn); },
+        send: msg => sent.push(msg),
+    };
+    const el = document.createElement('div');
+    document.body.prepend(el);
+    const cleanup = mod.default.render({model, el});
+    window.w = {
+        sent, handlers, cleanup, el,
+        set(k, v) { state[k] = v; (handlers['change:' + k] || []).forEach(f => f()); },
+    };
+}"""
+
+
+@pytest.fixture
+def widget_page(open_page: Any, live_run: Run) -> Any:
+    page = open_page("")
+    page.evaluate(MOUNT, {"src": widget_esm(), "html": render_html(live_run)})
+    return page
+
+
+def test_the_widget_draws_its_html_and_keeps_the_selection_across_redraws(
+    widget_page: Any,
+) -> None:
+    page = widget_page
+    assert page.query_selector(".woml-widget .woml-timeline") is not None
+    page.click(seg(".woml-widget", "charge", 1) + " .woml-bar")
+    page.focus(seg(".woml-widget", "charge", 1))
+    r = waiting()
+    r.start("charge", 2, 1.12)
+    page.evaluate("html => w.set('html', html)", render_html(r.run))
+    assert page.query_selector(seg(".woml-widget", "charge", 2)) is not None
+    assert selected(page) == [("charge", "1")]
+    assert opened(page) == [("charge", "1")]
+    assert page.evaluate("document.activeElement.dataset.n") == "1"
+    assert len(page.query_selector_all(".woml-widget .woml-timeline")) == 1
+
+
+def test_the_widget_cancel_button_sends_cancel_once(widget_page: Any) -> None:
+    page = widget_page
+    button = ".woml-widget .woml-cancel"
+    assert page.is_visible(button)
+    assert page.inner_text(button) == "Cancel"
+    page.click(button)
+    page.click(button, force=True)
+    assert page.evaluate("w.sent") == [{"type": "cancel"}]
+    assert page.inner_text(button) == "Cancelling…"
+    assert page.is_disabled(button)
+    page.evaluate("w.set('status', 'failed')")
+    assert not page.is_visible(button)
+
+
+def test_the_widget_shows_cancelling_when_the_kernel_says_so(widget_page: Any) -> None:
+    page = widget_page
+    page.evaluate("w.set('cancelling', true)")
+    assert page.inner_text(".woml-widget .woml-cancel") == "Cancelling…"
+
+
+def test_the_widget_cancel_button_works_again_when_cancelling_failed(widget_page: Any) -> None:
+    page = widget_page
+    page.click(".woml-widget .woml-cancel")
+    page.evaluate("w.set('cancelling', true); w.set('cancelling', false)")
+    assert page.inner_text(".woml-widget .woml-cancel") == "Cancel"
+    page.click(".woml-widget .woml-cancel")
+    assert page.evaluate("w.sent.length") == 2
+
+
+def test_the_widget_cancel_button_shows_only_when_cancellable(widget_page: Any) -> None:
+    page = widget_page
+    page.evaluate("w.set('cancellable', false)")
+    assert not page.is_visible(".woml-widget .woml-cancel")
+
+
+@pytest.mark.parametrize("theme", ["light", "dark"])
+def test_the_cancel_button_meets_wcag_aa(open_page: Any, live_run: Run, theme: str) -> None:
+    page = open_page("", theme)
+    page.evaluate(MOUNT, {"src": widget_esm(), "html": render_html(live_run)})
+    assert page.eval_on_selector(".woml-cancel", CONTRAST) >= 4.5
+    page.click(".woml-cancel")
+    assert page.eval_on_selector(".woml-cancel", CONTRAST) >= 4.5
+
+
+def test_the_widget_cleanup_removes_its_listeners(widget_page: Any) -> None:
+    page = widget_page
+    page.evaluate("w.cleanup()")
+    assert page.evaluate("Object.values(w.handlers).every(list => list.length === 0)")

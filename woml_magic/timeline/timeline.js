@@ -1,0 +1,623 @@
+// The timeline's behaviour (spec §6.3): select an attempt, replay a finished run, and
+// redraw a live run in the widget, on top of the static drawing of `render_html`.
+//
+// One source, two wrappers built by woml_magic/timeline/__init__.py (no bundler):
+//   - an inline classic script after the timeline root, inside an arrow function, so
+//     nothing leaks into the page (`womlTimeline.fromScript(document.currentScript, id)`);
+//   - the anywidget ES module (`export default { render({ model, el }) { ... } }`).
+// So this file has no imports, no exports and one top-level name, `womlTimeline`.
+// It is inlined in HTML: it must never contain a closing script tag or a CDATA end.
+//
+// Everything is scoped to one `.woml-timeline` root: several timelines on a page never
+// interfere, and attaching twice to the same root returns the first controller.
+
+const womlTimeline = (() => {
+  "use strict";
+
+  const PLAY_MS = 6000; // a whole replay takes this long, however long the run was
+  const KEY_STEPS = 50; // arrow keys move the replay by 1/50 of the drawn axis
+  const PAGE_STEPS = 10; // Page Up/Down by 1/10
+  const SVG_NS = "http://www.w3.org/2000/svg";
+  const RUNNING_FILL = "#1565c0"; // OUTCOMES["running"] in timeline/_layout.py
+
+  // Controls follow the front end's theme (JupyterLab's --jp-* variables) with light
+  // fallbacks for pages without them; text meets WCAG AA in light and dark themes.
+  const CSS = `
+.woml-timeline .woml-replay:empty { display: none; }
+.woml-timeline .woml-replay, .woml-widget .woml-live-bar {
+  display: flex; flex-wrap: wrap; align-items: center; gap: 8px; margin: 6px 0;
+  font-family: var(--jp-ui-font-family, system-ui, -apple-system, "Segoe UI", sans-serif);
+  font-size: var(--jp-ui-font-size1, 13px);
+  color: var(--jp-ui-font-color1, rgba(0, 0, 0, 0.87));
+}
+.woml-widget .woml-live-bar[hidden] { display: none; }
+.woml-timeline .woml-play {
+  font: inherit; min-width: 6em; padding: 2px 10px; border-radius: 3px; cursor: pointer;
+  color: var(--jp-ui-font-color1, rgba(0, 0, 0, 0.87));
+  background: var(--jp-layout-color2, #eeeeee);
+  border: 1px solid var(--jp-border-color1, #bdbdbd);
+}
+.woml-timeline .woml-play:hover { background: var(--jp-layout-color3, #bdbdbd); }
+.woml-widget .woml-cancel {
+  font: inherit; padding: 2px 10px; border-radius: 3px; cursor: pointer;
+  color: #ffffff; background: #c62828; border: 1px solid #8e0000;
+}
+.woml-widget .woml-cancel:disabled { cursor: default; background: #6d4c41; }
+.woml-timeline .woml-slider {
+  width: min(420px, 60%); margin: 0; accent-color: var(--jp-brand-color1, #1976d2);
+}
+.woml-timeline .woml-time, .woml-timeline .woml-time-end {
+  font-family: var(--jp-code-font-family, ui-monospace, monospace);
+  font-variant-numeric: tabular-nums;
+  color: var(--jp-ui-font-color1, rgba(0, 0, 0, 0.87));
+}
+.woml-timeline .woml-time { min-width: 4.5em; text-align: right; }
+.woml-timeline .woml-play:focus-visible, .woml-timeline .woml-slider:focus-visible,
+.woml-widget .woml-cancel:focus-visible {
+  outline: 2px solid var(--jp-brand-color1, #1976d2); outline-offset: 2px;
+}
+.woml-timeline .woml-seg.woml-attempt { cursor: pointer; }
+.woml-timeline .woml-seg.woml-replay-hidden { visibility: hidden; }
+.woml-timeline .woml-seg.woml-replay-running .woml-bar { fill: ${RUNNING_FILL}; }
+.woml-timeline .woml-seg.woml-replay-running rect:not(.woml-bar) { visibility: hidden; }
+.woml-timeline .woml-replay-cursor {
+  stroke: var(--jp-brand-color1, #1976d2); stroke-width: 1.5px; pointer-events: none;
+}
+`;
+
+  // --- time and the axis ----------------------------------------------------------
+
+  /** Python's `round`: to the nearest integer, exact halves to the even one. */
+  function roundEven(v) {
+    const low = Math.floor(v);
+    const rest = v - low; // exact for doubles
+    if (rest !== 0.5) return rest < 0.5 ? low : low + 1;
+    return low % 2 === 0 ? low : low + 1;
+  }
+
+  function trim(number) {
+    return number.includes(".") ? number.replace(/0+$/, "").replace(/\.$/, "") : number;
+  }
+
+  /** A time or duration exactly as the axis writes it: the mirror of `format_time` in
+   * timeline/_layout.py (its docstring has the rules): `0s`, `0.00025s`, `12.3s`,
+   * `2m 30.5s`, `1h 5s`. Same IEEE products, same half-to-even rounding. */
+  function formatTime(t) {
+    if (t < 0) return "-" + formatTime(-t);
+    if (t === 0) return "0s";
+    const ms = roundEven(t * 1000);
+    if (ms === 0) {
+      const decimals = 1 - Math.floor(Math.log10(t));
+      return trim(t.toFixed(decimals)) + "s";
+    }
+    if (ms < 60000) return trim((ms / 1000).toFixed(3)) + "s";
+    const tenths = roundEven(t * 10);
+    if (tenths < 36000) {
+      const m = Math.floor(tenths / 600);
+      const rest = tenths % 600;
+      return m + "m" + (rest ? " " + trim((rest / 10).toFixed(1)) + "s" : "");
+    }
+    const whole = roundEven(t);
+    const h = Math.floor(whole / 3600);
+    const m = Math.floor((whole % 3600) / 60);
+    const sec = whole % 60;
+    return [h + "h", ...(m ? [m + "m"] : []), ...(sec ? [sec + "s"] : [])].join(" ");
+  }
+
+  /** Piecewise-linear through `knots` ([[t, x], …], increasing), extrapolated with
+   * the end slopes; `from`/`to` pick the columns (0 = time, 1 = x). */
+  function through(knots, v, from, to) {
+    const n = knots.length;
+    if (n === 0) return v;
+    if (n === 1) return knots[0][to] + (v - knots[0][from]);
+    let i = 1;
+    while (i < n - 1 && v > knots[i][from]) i += 1;
+    const a = knots[i - 1];
+    const b = knots[i];
+    const span = b[from] - a[from];
+    if (!(span > 0)) return v < b[from] ? a[to] : b[to];
+    return a[to] + ((v - a[from]) * (b[to] - a[to])) / span;
+  }
+
+  function num(el, name, fallback) {
+    const v = parseFloat(el.getAttribute(name));
+    return Number.isFinite(v) ? v : fallback;
+  }
+
+  /** The svg's time→x map from its `data-axis` knots (or, lacking them, from the
+   * segments' own times and positions). */
+  function axisOf(svg, segs, end) {
+    let knots = [];
+    try {
+      knots = JSON.parse((svg && svg.getAttribute("data-axis")) || "[]");
+    } catch (_err) {
+      knots = [];
+    }
+    knots = (Array.isArray(knots) ? knots : [])
+      .filter((k) => Array.isArray(k) && Number.isFinite(+k[0]) && Number.isFinite(+k[1]))
+      .map((k) => [+k[0], +k[1]]);
+    if (knots.length === 0 && segs.length > 0) {
+      const x0 = Math.min(...segs.map((s) => s.x0));
+      const x1 = Math.max(...segs.map((s) => s.x1));
+      knots = [[0, x0], [Math.max(end, 1e-9), x1]];
+    }
+    return {
+      x: (t) => through(knots, t, 0, 1),
+      t: (x) => through(knots, x, 1, 0),
+    };
+  }
+
+  // --- one timeline ---------------------------------------------------------------
+
+  function ensureStyle(container) {
+    if (container.querySelector(":scope > style[data-woml-js]")) return;
+    const style = document.createElement("style");
+    style.setAttribute("data-woml-js", "");
+    style.textContent = CSS;
+    container.insertBefore(style, container.firstChild);
+  }
+
+  function segKey(el) {
+    return [el.getAttribute("data-step"), el.getAttribute("data-n")];
+  }
+
+  function sameKey(el, key) {
+    return (
+      key !== null &&
+      el.getAttribute("data-step") === key[0] &&
+      el.getAttribute("data-n") === key[1]
+    );
+  }
+
+  class Timeline {
+    constructor(root, options) {
+      this.root = root;
+      this.selected = null; // [step, n] of the selected attempt
+      this.playing = false;
+      this.frame = 0;
+      this.listeners = [];
+      if (!options.styled) ensureStyle(root);
+      this.on(root, "click", (e) => this.clicked(e));
+      this.on(root, "keydown", (e) => this.keyed(e));
+      this.finished = (root.getAttribute("data-status") || "running") !== "running";
+      if (this.finished) this.setUpReplay();
+    }
+
+    on(target, type, fn) {
+      target.addEventListener(type, fn);
+      this.listeners.push([target, type, fn]);
+    }
+
+    /** Stop playing and remove every listener (the widget redraws a new root). */
+    detach() {
+      this.pause();
+      for (const [target, type, fn] of this.listeners) target.removeEventListener(type, fn);
+      this.listeners = [];
+      if (this.root._womlTimeline === this) delete this.root._womlTimeline;
+    }
+
+    own(el) {
+      return el !== null && el.closest(".woml-timeline") === this.root;
+    }
+
+    // --- selection (click, Enter, Space) -----------------------------------------
+
+    attemptOf(target) {
+      const seg = target instanceof Element ? target.closest(".woml-seg.woml-attempt") : null;
+      return seg !== null && this.own(seg) ? seg : null;
+    }
+
+    clicked(e) {
+      const seg = this.attemptOf(e.target);
+      if (seg !== null) this.toggle(seg);
+    }
+
+    keyed(e) {
+      if (e.key !== "Enter" && e.key !== " ") return;
+      const seg = this.attemptOf(e.target);
+      if (seg === null) return;
+      e.preventDefault(); // Space would scroll the page
+      this.toggle(seg);
+    }
+
+    toggle(seg) {
+      const key = segKey(seg);
+      this.select(sameKey(seg, this.selected) ? null : key, true);
+    }
+
+    /** Select attempt `key` ([step, n]) or nothing: one bar marked, its details open
+     * (and scrolled to, softly, when `scroll`), the other attempts' details closed. */
+    select(key, scroll) {
+      const before = this.selected;
+      this.selected = key;
+      let shown = null;
+      for (const seg of this.root.querySelectorAll(".woml-seg.woml-attempt")) {
+        if (this.own(seg)) seg.classList.toggle("woml-selected", sameKey(seg, key));
+      }
+      for (const d of this.root.querySelectorAll("details.woml-attempt-details")) {
+        if (!this.own(d)) continue;
+        const mine = sameKey(d, key);
+        if (key !== null) d.open = mine;
+        else if (sameKey(d, before)) d.open = false; // unselecting closes its details
+        if (mine) shown = d;
+      }
+      if (shown !== null && scroll) shown.scrollIntoView({ behavior: "smooth", block: "nearest" });
+    }
+
+    // --- state across a live redraw ----------------------------------------------
+
+    state() {
+      const active = document.activeElement;
+      let focus = null;
+      if (active !== null && this.root.contains(active)) {
+        const seg = active.closest(".woml-seg");
+        const det = active.closest("details.woml-attempt-details");
+        if (seg !== null) focus = ["seg", ...segKey(seg)];
+        else if (det !== null) focus = ["details", ...segKey(det)];
+      }
+      const scroller = this.root.querySelector(".woml-scroll");
+      return {
+        selected: this.selected,
+        open: [...this.root.querySelectorAll("details.woml-attempt-details")]
+          .filter((d) => d.open)
+          .map(segKey),
+        focus,
+        scrollLeft: scroller ? scroller.scrollLeft : 0,
+      };
+    }
+
+    restore(s) {
+      if (s.selected !== null) this.select(s.selected, false);
+      for (const d of this.root.querySelectorAll("details.woml-attempt-details")) {
+        if (s.open.some((k) => sameKey(d, k))) d.open = true;
+      }
+      const scroller = this.root.querySelector(".woml-scroll");
+      if (scroller) scroller.scrollLeft = s.scrollLeft;
+      if (s.focus !== null) {
+        const [kind, step, n] = s.focus;
+        const sel = kind === "seg" ? ".woml-seg" : "details.woml-attempt-details > summary";
+        for (const el of this.root.querySelectorAll(sel)) {
+          const host = kind === "seg" ? el : el.parentElement;
+          if (sameKey(host, [step, n])) {
+            el.focus({ preventScroll: true });
+            break;
+          }
+        }
+      }
+    }
+
+    // --- replay (finished runs) ----------------------------------------------------
+
+    setUpReplay() {
+      const root = this.root;
+      const box = root.querySelector(".woml-replay");
+      this.svg = root.querySelector("svg.woml-svg");
+      if (box === null || this.svg === null) return;
+      this.segs = [...this.svg.querySelectorAll(".woml-seg")].map((el) => ({
+        el,
+        kind: ["attempt", "wait", "planned-wait", "planned"].find((k) =>
+          el.classList.contains("woml-" + k),
+        ),
+        n: el.getAttribute("data-n"),
+        t0: num(el, "data-t0", 0),
+        t1: num(el, "data-t1", 0),
+        x0: num(el, "data-x0", 0),
+        x1: num(el, "data-x1", 0),
+        shapes: [...el.querySelectorAll("rect, line")].map((shape) => ({
+          shape,
+          was: new Map(["x", "width", "x1", "x2"].map((a) => [a, shape.getAttribute(a)])),
+        })),
+        label: el.querySelector(".woml-label"),
+      }));
+      for (const s of this.segs) {
+        if (s.label !== null) s.labelText = [s.label.textContent, s.label.getAttribute("x")];
+      }
+      const latest = Math.max(0, ...this.segs.map((s) => s.t1));
+      this.end = num(root, "data-end", latest);
+      this.axis = axisOf(this.svg, this.segs, this.end);
+      this.xStart = this.axis.x(0);
+      this.xEnd = this.axis.x(this.end);
+
+      // A saved copy of a page this script already filled: fill it afresh.
+      box.textContent = "";
+      for (const old of root.querySelectorAll(".woml-replay-at, .woml-replay-cursor")) {
+        if (this.own(old)) old.remove();
+      }
+      const play = document.createElement("button");
+      play.type = "button";
+      play.className = "woml-play";
+      const slider = document.createElement("input");
+      slider.type = "range";
+      slider.className = "woml-slider";
+      slider.min = "0";
+      slider.max = String(this.end);
+      slider.step = "any";
+      slider.setAttribute("aria-label", "replay time");
+      const time = document.createElement("span");
+      time.className = "woml-time";
+      const of = document.createElement("span");
+      of.className = "woml-time-end";
+      of.textContent = "of " + formatTime(this.end);
+      box.append(play, slider, time, of);
+      this.play = play;
+      this.slider = slider;
+      this.time = time;
+
+      const header = root.querySelector(".woml-header");
+      this.at = document.createElement("span");
+      this.at.className = "woml-replay-at";
+      if (header !== null) header.append(this.at);
+      this.cursor = document.createElementNS(SVG_NS, "line");
+      this.cursor.setAttribute("class", "woml-replay-cursor");
+      this.svg.append(this.cursor);
+
+      this.on(play, "click", () => (this.playing ? this.pause() : this.start()));
+      this.on(slider, "input", () => {
+        this.pause();
+        this.show(parseFloat(slider.value));
+      });
+      this.on(slider, "keydown", (e) => this.slid(e));
+      this.showPlaying();
+      this.show(this.end);
+    }
+
+    /** Arrow keys and Page Up/Down move by a share of the drawn axis (as Play does),
+     * Home and End jump to the ends. */
+    slid(e) {
+      const width = this.xEnd - this.xStart;
+      const by = {
+        ArrowRight: width / KEY_STEPS,
+        ArrowUp: width / KEY_STEPS,
+        ArrowLeft: -width / KEY_STEPS,
+        ArrowDown: -width / KEY_STEPS,
+        PageUp: width / PAGE_STEPS,
+        PageDown: -width / PAGE_STEPS,
+      }[e.key];
+      let t;
+      if (e.key === "Home") t = 0;
+      else if (e.key === "End") t = this.end;
+      else if (by !== undefined) t = this.timeAtX(this.axis.x(this.t) + by);
+      else return;
+      e.preventDefault();
+      this.pause();
+      this.show(t);
+    }
+
+    timeAtX(x) {
+      if (x <= this.xStart) return 0;
+      if (x >= this.xEnd) return this.end;
+      return Math.min(this.end, Math.max(0, this.axis.t(x)));
+    }
+
+    start() {
+      if (this.t >= this.end) this.show(0);
+      if (!(this.xEnd > this.xStart)) {
+        this.show(this.end);
+        return;
+      }
+      this.playing = true;
+      this.showPlaying();
+      let x = this.axis.x(this.t);
+      let last = null;
+      const speed = (this.xEnd - this.xStart) / PLAY_MS; // px per ms: uniform in drawn x
+      const step = (now) => {
+        if (!this.playing) return;
+        if (!this.root.isConnected) {
+          this.pause();
+          return;
+        }
+        if (last !== null) x += (now - last) * speed;
+        last = now;
+        if (x >= this.xEnd) {
+          this.show(this.end);
+          this.pause();
+          return;
+        }
+        this.show(this.timeAtX(x));
+        this.frame = requestAnimationFrame(step);
+      };
+      this.frame = requestAnimationFrame(step);
+    }
+
+    pause() {
+      if (this.frame) cancelAnimationFrame(this.frame);
+      this.frame = 0;
+      if (!this.playing) return;
+      this.playing = false;
+      this.showPlaying();
+    }
+
+    showPlaying() {
+      const mark = document.createElement("span");
+      mark.setAttribute("aria-hidden", "true");
+      mark.textContent = this.playing ? "\u275a\u275a" : "\u25b6";
+      this.play.replaceChildren(mark, this.playing ? " Pause" : " Play");
+    }
+
+    /** Draw the run as it was at `t`: later segments hidden, the ones in progress cut
+     * at x(t) (a running attempt marked `woml-replay-running`), planned ones hidden. */
+    show(t) {
+      t = Math.min(this.end, Math.max(0, t));
+      this.t = t;
+      const whole = t >= this.end;
+      const xt = this.axis.x(t);
+      for (const s of this.segs) {
+        const planned = s.kind === "planned" || s.kind === "planned-wait";
+        const hidden = !whole && (planned || s.t0 > t);
+        const cut = !whole && !hidden && t < s.t1;
+        s.el.classList.toggle("woml-replay-hidden", hidden);
+        s.el.classList.toggle("woml-replay-running", cut && s.kind === "attempt");
+        if (cut) this.cut(s, xt);
+        else if (s.cut) this.uncut(s);
+        s.cut = cut;
+      }
+      this.slider.value = String(t);
+      const text = formatTime(t);
+      this.slider.setAttribute("aria-valuetext", text);
+      this.time.textContent = text;
+      this.at.textContent = whole ? "" : " \u00b7 replay at t = " + text;
+      this.at.hidden = whole;
+      const box = this.svg.viewBox && this.svg.viewBox.baseVal;
+      const height = box && box.height ? box.height : num(this.svg, "height", 0);
+      this.cursor.setAttribute("x1", String(xt));
+      this.cursor.setAttribute("x2", String(xt));
+      this.cursor.setAttribute("y1", "0");
+      this.cursor.setAttribute("y2", String(height));
+      this.cursor.style.display = whole ? "none" : "";
+    }
+
+    cut(s, xt) {
+      const right = Math.min(s.x1, Math.max(s.x0, xt)); // with the cursor, in the bar
+      for (const { shape, was } of s.shapes) clip(shape, was, right);
+      const label = s.label;
+      if (label === null) return;
+      const [text, x] = s.labelText;
+      if (s.kind === "attempt") label.textContent = "#" + s.n + " running";
+      const lx = parseFloat(x);
+      if (Number.isFinite(lx) && lx >= s.x1 - 0.5) {
+        // The label sits beside the bar: it follows the cut end.
+        label.setAttribute("x", String(right + (lx - s.x1)));
+        label.style.visibility = "";
+        return;
+      }
+      // Over (or above, below) the bar: shown once the cut bar reaches its end.
+      let fits = true;
+      try {
+        const bb = label.getBBox();
+        fits = bb.width === 0 || bb.x + bb.width <= right + 0.5;
+      } catch (_err) {
+        fits = true;
+      }
+      label.style.visibility = fits ? "" : "hidden";
+      if (!fits && s.kind !== "attempt") label.textContent = text;
+    }
+
+    uncut(s) {
+      for (const { shape, was } of s.shapes) {
+        for (const [name, value] of was) {
+          if (value === null) shape.removeAttribute(name);
+          else shape.setAttribute(name, value);
+        }
+        shape.style.visibility = "";
+      }
+      if (s.label === null) return;
+      const [text, x] = s.labelText;
+      s.label.textContent = text;
+      if (x !== null) s.label.setAttribute("x", x);
+      s.label.style.visibility = "";
+    }
+  }
+
+  /** Cut a shape of a segment at x = `right`: a rect's width, a horizontal line's end;
+   * a vertical line (a wait's end tick) beyond it is hidden. `was` holds the drawn
+   * attributes. */
+  function clip(shape, was, right) {
+    const get = (name) => parseFloat(was.get(name));
+    if (shape.tagName.toLowerCase() === "rect") {
+      const x = Number.isFinite(get("x")) ? get("x") : 0;
+      const w = Math.max(0, Math.min(get("width"), right - x));
+      if (Number.isFinite(w)) shape.setAttribute("width", String(w));
+      return;
+    }
+    const x1 = get("x1");
+    const x2 = get("x2");
+    if (!Number.isFinite(x1) || !Number.isFinite(x2)) return;
+    if (Math.abs(x2 - x1) < 0.01) {
+      shape.style.visibility = x1 > right + 0.5 ? "hidden" : "";
+      return;
+    }
+    const lo = Math.min(x1, x2);
+    shape.style.visibility = lo > right ? "hidden" : "";
+    if (x2 >= x1) shape.setAttribute("x2", String(Math.min(x2, Math.max(x1, right))));
+    else shape.setAttribute("x1", String(Math.min(x1, Math.max(x2, right))));
+  }
+
+  /** The controller of `root` (a `.woml-timeline`), created on first call. */
+  function attach(root, options) {
+    if (!root || !(root instanceof Element) || !root.classList.contains("woml-timeline")) {
+      return null;
+    }
+    if (root._womlTimeline) return root._womlTimeline;
+    const ctl = new Timeline(root, options || {});
+    root._womlTimeline = ctl;
+    return ctl;
+  }
+
+  /** The inline script's entry: its root is the element just before it, or failing
+   * that (a front end that moved the script) the element with the embedded id. */
+  function fromScript(script, id) {
+    const before = script ? script.previousElementSibling : null;
+    if (before && before.classList && before.classList.contains("woml-timeline")) {
+      return attach(before);
+    }
+    const byId = id ? document.getElementById(id) : null;
+    if (byId) return attach(byId);
+    if (id) {
+      // Not in the document yet: a front end may connect the output a moment later.
+      setTimeout(() => attach(document.getElementById(id)), 0);
+    }
+    return null;
+  }
+
+  // --- the live widget (anywidget) ----------------------------------------------------
+
+  /** anywidget's `render`: the timeline from the `html` trait, redrawn on change with
+   * the selection, open details, focus and scroll kept; a Cancel button while the run
+   * is running and `cancellable`, sending `{type: "cancel"}` once. */
+  function render(model, el) {
+    el.classList.add("woml-widget");
+    ensureStyle(el);
+    const bar = document.createElement("div");
+    bar.className = "woml-live-bar";
+    const cancel = document.createElement("button");
+    cancel.type = "button";
+    cancel.className = "woml-cancel";
+    cancel.title = "Cancel the run: the running attempt ends cancelled";
+    bar.append(cancel);
+    const host = document.createElement("div");
+    host.className = "woml-widget-host";
+    el.append(bar, host);
+    let ctl = null;
+    let sent = false;
+
+    const draw = () => {
+      const keep = ctl !== null ? ctl.state() : null;
+      if (ctl !== null) ctl.detach();
+      host.innerHTML = model.get("html") || "";
+      ctl = attach(host.querySelector(".woml-timeline"), { styled: true });
+      if (ctl !== null && keep !== null) ctl.restore(keep);
+    };
+    const drawCancel = () => {
+      bar.hidden = !(model.get("cancellable") && model.get("status") === "running");
+      const busy = sent || Boolean(model.get("cancelling"));
+      cancel.disabled = busy;
+      cancel.textContent = busy ? "Cancelling\u2026" : "Cancel";
+    };
+    const onCancel = () => {
+      if (sent) return;
+      sent = true;
+      drawCancel();
+      model.send({ type: "cancel" });
+    };
+    cancel.addEventListener("click", onCancel);
+    const events = {
+      "change:html": draw,
+      "change:status": drawCancel,
+      "change:cancellable": drawCancel,
+      "change:cancelling": () => {
+        sent = Boolean(model.get("cancelling")); // false again: on_cancel failed, retry
+        drawCancel();
+      },
+    };
+    for (const [name, fn] of Object.entries(events)) model.on(name, fn);
+    draw();
+    drawCancel();
+    return () => {
+      for (const [name, fn] of Object.entries(events)) model.off(name, fn);
+      cancel.removeEventListener("click", onCancel);
+      if (ctl !== null) ctl.detach();
+    };
+  }
+
+  return { attach, fromScript, render, formatTime };
+})();
