@@ -202,3 +202,36 @@ def test_interrupt_ends_the_attempt_interrupted_and_the_kernel_stays_usable(
     after = kernel.run(f"%%woml --simulate --run-id after\n{RETRIES}\n")
     assert after == ""
     assert kernel.run("print(_.status)") == "succeeded\n"
+
+
+def test_a_background_run_shown_again_while_it_goes_on_is_live_then_static(
+    kernel: Kernel,
+) -> None:
+    # spec §6.3: wherever a Run is displayed, a run still going is the live timeline
+    # (here: as a later cell's value), and it becomes the static one when the run ends.
+    kernel.run("%load_ext woml_magic\n%config Woml.journal = ':memory:'")
+    kernel.run('%%woml --background --run-id bg-1 --out r\n<step id="w" retry="2" '
+               'retry-delay="1s"><script>if (attempt.number < 2) throw new Error("busy"); '
+               "return 1;</script></step>")
+    msg_id = kernel.send("r")
+    msgs = kernel.collect(msg_id)
+    shown = [m for m in msgs if m["msg_type"] == "display_data"]
+    assert len(shown) == 1
+    assert WIDGET_VIEW in shown[0]["content"]["data"]
+    assert "woml-timeline" in shown[0]["content"]["data"]["text/html"]  # its fallback
+    display_id = shown[0]["content"]["transient"]["display_id"]
+    # Later cells run while the background run goes on; its end updates that output.
+    deadline = time.monotonic() + 15
+    final = None
+    while final is None and time.monotonic() < deadline:
+        try:
+            m = kernel.kc.get_iopub_msg(timeout=1)
+        except queue.Empty:
+            continue
+        if (m["msg_type"] == "update_display_data"
+                and m["content"]["transient"].get("display_id") == display_id
+                and WIDGET_VIEW not in m["content"]["data"]):
+            final = m
+    assert final is not None, "the live output never became the static timeline"
+    assert "succeeded" in final["content"]["data"]["text/plain"]
+    assert kernel.run("print(r.status)") == "succeeded\n"
