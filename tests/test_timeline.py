@@ -764,8 +764,9 @@ def test_html_follows_the_dom_contract() -> None:
     assert [g.get("data-step") for g in in_svg(root, "woml-lane")] == ["charge", "email"]
     segs = in_svg(root, "woml-seg")
     kinds = [next(k for k in g.get("class").split() if k != "woml-seg") for g in segs]
-    assert kinds == ["woml-attempt", "woml-wait", "woml-attempt", "woml-wait", "woml-attempt"]
-    first = segs[0]
+    # Waits are painted first so attempt labels drawn over them stay clickable.
+    assert kinds == ["woml-wait", "woml-wait", "woml-attempt", "woml-attempt", "woml-attempt"]
+    first = segs[2]
     assert first.get("class") == "woml-seg woml-attempt woml-outcome-threw"
     assert (first.get("data-step"), first.get("data-n")) == ("charge", "1")
     assert (float(first.get("data-t0")), float(first.get("data-t1"))) == (0.0, 0.12)
@@ -776,8 +777,8 @@ def test_html_follows_the_dom_contract() -> None:
     assert [c.tag for c in first][:2] == [f"{SVG}title", f"{SVG}rect"]
     assert first.find(f"{SVG}rect").get("class") == "woml-bar"
     assert by_class(first, "woml-label")
-    assert segs[1].get("data-n") == "1"
-    assert segs[1].get("tabindex") is None  # waits are not selectable
+    assert segs[0].get("data-n") == "1"  # the wait after attempt 1
+    assert segs[0].get("tabindex") is None  # waits are not selectable
     for g in segs:
         for attr in ("data-step", "data-n", "data-t0", "data-t1", "data-x0", "data-x1"):
             assert g.get(attr) is not None, (g.get("class"), attr)

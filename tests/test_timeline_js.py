@@ -244,6 +244,27 @@ def test_clicking_an_attempt_selects_it_alone_and_opens_its_details(
     assert opened(page) == []
 
 
+def test_a_label_drawn_beside_its_bar_selects_that_attempt(open_page: Any) -> None:
+    # spec §6.3: labels that do not fit a bar go beside it; they stay clickable (the
+    # waits they are drawn over are painted first). The spec example: ten attempts.
+    spec = wm.run(
+        '<step id="charge" retry="10" retry-backoff="exponential" retry-delay="1s" '
+        'retry-max-delay="30s"><script>throw new Error("busy");</script></step>',
+        clock="simulated",
+    )
+    page = open_page(interactive_html(spec))
+    beside = page.eval_on_selector_all(
+        ".woml-seg.woml-attempt text.woml-label:not(.woml-in)",
+        "els => els.map(e => e.closest('.woml-seg').dataset.n)",
+    )
+    assert len(beside) >= 5
+    for n in beside:
+        # no force: Playwright fails if another element would receive the click
+        page.click(f'.woml-seg.woml-attempt[data-n="{n}"] text.woml-label', timeout=2000)
+        assert selected(page) == [("charge", n)]
+        page.click(f'.woml-seg.woml-attempt[data-n="{n}"] text.woml-label', timeout=2000)
+
+
 def test_waits_are_not_selectable(open_page: Any, run: Run) -> None:
     page = open_page(interactive_html(run))
     page.click(seg("", "charge", 1, "wait") + " .woml-bar", force=True)

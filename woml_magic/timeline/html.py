@@ -318,7 +318,11 @@ def _lane_svg(rid: str, lane: Lane, track_x0: float) -> str:
             f' y="{_num(lane.bar_y + 14)}" font-size="{FONT_SIZE}" font-style="italic"'
             f' fill="{TEXT_MUTED}">{esc(lane.note)}</text>'
         )
-    parts += [_segment(rid, lane, d) for d in lane.drawn]
+    # Waits first: SVG paints in document order, so an attempt's label drawn beside its
+    # bar (over the next wait) stays on top and clicks on it reach the attempt.
+    waits = [d for d in lane.drawn if d.seg.kind in ("wait", "planned-wait")]
+    bars = [d for d in lane.drawn if d.seg.kind not in ("wait", "planned-wait")]
+    parts += [_segment(rid, lane, d) for d in (*waits, *bars)]
     return f'<g class="woml-lane" data-step="{esc(lane.step_id)}">{"".join(parts)}</g>'
 
 

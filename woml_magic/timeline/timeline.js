@@ -275,7 +275,8 @@ const womlTimeline = (() => {
       if (scroller) scroller.scrollLeft = s.scrollLeft;
       if (s.focus !== null) {
         const [kind, step, n] = s.focus;
-        const sel = kind === "seg" ? ".woml-seg" : "details.woml-attempt-details > summary";
+        // Only attempts take focus (a wait shares its attempt's data-n).
+        const sel = kind === "seg" ? ".woml-seg[tabindex]" : "details.woml-attempt-details > summary";
         for (const el of this.root.querySelectorAll(sel)) {
           const host = kind === "seg" ? el : el.parentElement;
           if (sameKey(host, [step, n])) {
