@@ -9,6 +9,7 @@ fixture runs every test both ways.
 from __future__ import annotations
 
 import asyncio
+import json
 
 import pytest
 import quickjs
@@ -87,3 +88,18 @@ def test_the_worker_says_which_way_it_gives_contexts_the_prelude(
         assert w.prelude == "source"
     finally:
         asyncio.run(w.aclose())
+
+
+def test_bytecode_without_lines_evaluates_the_same_but_has_no_line_numbers() -> None:
+    """The worker's prelude is read without line numbers (docs/runtime.md)."""
+    loader_or_skip()
+    stripped = PreludeBytecode.build(SOURCE, keep_lines=False)
+    assert stripped is not None
+    from_bytecode = quickjs.Context()
+    assert stripped.load(from_bytecode)
+    from_source = quickjs.Context()
+    from_source.eval(SOURCE)
+    stripped_probe = json.loads(from_bytecode.eval("probe(21)"))
+    assert stripped_probe["n"] == json.loads(from_source.eval("probe(21)"))["n"]
+    # No frame of it can pass for a script line (prelude.js looks for "<input>").
+    assert "<input>" not in stripped_probe["stack"]

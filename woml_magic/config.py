@@ -15,6 +15,16 @@ from typing import Any
 from traitlets import Int, List, TraitError, Unicode, validate
 from traitlets.config import Configurable
 
+from .limits import (
+    DEFAULT_MAX_CALL_ARGS_BYTES,
+    DEFAULT_MAX_JSON_DEPTH,
+    DEFAULT_MAX_LOG_BYTES,
+    DEFAULT_MAX_LOG_LINES,
+    DEFAULT_MAX_PAYLOAD_BYTES,
+    DEFAULT_MAX_RESPONSE_BYTES,
+    MAX_JSON_DEPTH_LIMIT,
+    Limits,
+)
 from .policy import MAX_DURATION, DurationError, parse_duration
 
 CLOCKS = ("real", "simulated")
@@ -25,6 +35,16 @@ SPEC_DEFAULT_TIMEOUT = "30s"
 #: and journaled; a script worker's heap is real memory.
 MAX_RESULT_BYTES_LIMIT = 64 * 1024 * 1024
 MEMORY_LIMIT_MB_RANGE = (8, 4096)
+#: The largest value each size or count limit of spec §4.5 may be set to: enough for
+#: any real use, small enough that a typo cannot let a script exhaust the kernel.
+LIMIT_RANGES = {
+    "max_payload_bytes": (1, 1024 * 1024 * 1024),
+    "max_json_depth": (1, MAX_JSON_DEPTH_LIMIT),
+    "max_call_args_bytes": (1, 256 * 1024 * 1024),
+    "max_log_lines": (1, 1_000_000),
+    "max_log_bytes": (1, 256 * 1024 * 1024),
+    "max_response_bytes": (1, 1024 * 1024 * 1024),
+}
 # RFC 9110 token: the characters a header field name may contain.
 _HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
 # A host name or IP literal as it appears in a URL (no scheme, path or port).
@@ -63,6 +83,52 @@ class Woml(Configurable):
         allow_none=True,
         help="Hosts scripts may call through services.http; None allows every host.",
     ).tag(config=True)
+
+    max_payload_bytes = Int(
+        DEFAULT_MAX_PAYLOAD_BYTES,
+        help="The largest payload, as JSON text in bytes; a larger one is refused before "
+        "the run (spec §4.5).",
+    ).tag(config=True)
+    max_json_depth = Int(
+        DEFAULT_MAX_JSON_DEPTH,
+        help="How deeply payloads, service-call arguments, results and JSON response "
+        "bodies may nest arrays and objects (spec §4.5).",
+    ).tag(config=True)
+    max_call_args_bytes = Int(
+        DEFAULT_MAX_CALL_ARGS_BYTES,
+        help="The largest arguments of one services.* call, as JSON text in bytes (§4.5).",
+    ).tag(config=True)
+    max_log_lines = Int(
+        DEFAULT_MAX_LOG_LINES, help="Console lines one attempt may print (spec §4.4, §4.5)."
+    ).tag(config=True)
+    max_log_bytes = Int(
+        DEFAULT_MAX_LOG_BYTES,
+        help="Console text one attempt may print, in UTF-8 bytes (spec §4.4, §4.5).",
+    ).tag(config=True)
+    max_response_bytes = Int(
+        DEFAULT_MAX_RESPONSE_BYTES,
+        help="The largest HTTP response body, counted after decompression (spec §4.1, §4.5).",
+    ).tag(config=True)
+
+    @validate(*LIMIT_RANGES)
+    def _check_limit(self, proposal: dict[str, Any]) -> int:
+        name = proposal["trait"].name
+        value = int(proposal["value"])
+        low, high = LIMIT_RANGES[name]
+        if not low <= value <= high:
+            raise TraitError(f"Woml.{name} {value} is out of range; use {low} to {high}")
+        return value
+
+    def limits(self) -> Limits:
+        """The limits on what crosses into the kernel (spec §4.5), for ``EngineConfig``."""
+        return Limits(
+            max_payload_bytes=self.max_payload_bytes,
+            max_json_depth=self.max_json_depth,
+            max_call_args_bytes=self.max_call_args_bytes,
+            max_log_lines=self.max_log_lines,
+            max_log_bytes=self.max_log_bytes,
+            max_response_bytes=self.max_response_bytes,
+        )
 
     @validate("clock")
     def _check_clock(self, proposal: dict[str, Any]) -> str:

@@ -12,7 +12,7 @@ import asyncio
 import contextlib
 import json
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from .clock import Clock
@@ -33,10 +33,12 @@ from .events import (
     WaitScheduled,
 )
 from .explain import explain
+from .limits import Limits
 from .model import Attempt, Run, Step, StepRun, Workflow
 from .policy import DurationError, format_duration, parse_duration
 from .redaction import DEFAULT_REDACTED
 from .runtime import AttemptRequest, AttemptResult
+from .runtime.attempt import StepResults, encode
 from .runtime.pool import WorkerPool
 from .services import CallScope, HttpService, StepCalls
 
@@ -57,6 +59,9 @@ class EngineConfig:
     max_result_bytes: int = 256 * 1024
     redact_headers: tuple[str, ...] = ()
     http_allow: tuple[str, ...] | None = None
+    #: What may cross into the kernel (spec §4.5): payload, JSON depth, console,
+    #: service-call arguments, response bodies.
+    limits: Limits = field(default_factory=Limits)
 
 
 def interrupted_message(step_id: str, number: int) -> str:
@@ -109,6 +114,13 @@ class _Activity:
         self._clock = clock
         self._pending = 0
         self._busy: contextlib.ExitStack | None = None
+        self._stalled = False
+
+    def stalled(self) -> None:
+        """Nothing can settle the script's promise: only the timeout can end the attempt,
+        so no real work holds the clock any more (spec §3.2, §5.1)."""
+        self._stalled = True
+        self._release()
 
     def _hold(self) -> None:
         if self._busy is None:
@@ -136,7 +148,7 @@ class _Activity:
             yield
         finally:
             self._pending -= 1
-            if self._pending == 0:
+            if self._pending == 0 and not self._stalled:
                 self._hold()
 
 
@@ -162,6 +174,8 @@ class Engine:
         self._stop_reason: str | None = None
         self._last_seen = run.now  # on resume: the last time the journal recorded
         self._http: HttpService | None = None
+        self._payload_text: str | None = None  # the payload's JSON text, encoded once
+        self._known_calls: dict[str, StepCalls] = {}
 
     # -- events ---------------------------------------------------------------------
     def emit(self, event: Event) -> None:
@@ -208,7 +222,10 @@ class Engine:
         return await self._execute()
 
     async def _execute(self) -> Run:
-        results: dict[str, JSON] = {}
+        results = StepResults()  # each result encoded once (spec §3.6, §4.5)
+        # Named calls known from the journal, by step (spec §4.3 across resumes): one
+        # pass over the history, not one per step.
+        self._known_calls = StepCalls.by_step(self.run.events)
         status = "succeeded"
         try:
             for step in self.run.workflow.steps:
@@ -219,7 +236,7 @@ class Engine:
                     continue
                 final = await self._run_step(step, sr, results)
                 if final in ("succeeded", "reattached"):
-                    results[step.id] = sr.result
+                    results.add(step.id, sr.result)
                 else:
                     status = "failed"
         except asyncio.CancelledError:
@@ -254,7 +271,7 @@ class Engine:
                                status=status, result=result))
         return status
 
-    async def _run_step(self, step: Step, sr: StepRun, results: dict[str, JSON]) -> str:
+    async def _run_step(self, step: Step, sr: StepRun, results: StepResults) -> str:
         """Run (or continue, on resume) one step to its final status (spec §3.1, §5.3)."""
         policy = step.policy
         if sr.status in ("succeeded", "reattached"):
@@ -270,7 +287,7 @@ class Engine:
                 return sr.status
             self.emit(StepStarted(run_id=self.run.id, at=self._now(), step_id=step.id,
                                   idempotency_key=sr.idempotency_key))
-        calls = StepCalls.from_events(self.run.events, step.id)  # spec §4.3 across resumes
+        calls = self._known_calls.pop(step.id, None) or StepCalls()  # spec §4.3
         used = len(sr.attempts)
         last = sr.attempts[-1] if sr.attempts else None
         pending_wait: float | None = None
@@ -338,7 +355,7 @@ class Engine:
         return seconds
 
     async def _attempt(
-        self, step: Step, sr: StepRun, number: int, results: dict[str, JSON], calls: StepCalls
+        self, step: Step, sr: StepRun, number: int, results: StepResults, calls: StepCalls
     ) -> str:
         """One attempt in the worker, raced against the timeout on the run's clock."""
         run_id = self.run.id
@@ -355,24 +372,34 @@ class Engine:
             self.emit(LogEmitted(run_id=run_id, at=self._now(), step_id=step.id,
                                  number=number, level=level, text=line))
 
+        if self._payload_text is None:
+            self._payload_text = encode(self.run.payload)
+        limits = self._config.limits
         request = AttemptRequest(
             script=step.script,
             script_line=step.script_line,
             script_column=step.script_column,
-            context={"payload": self.run.payload, "steps": dict(results),
+            # context.steps is read lazily from `results` (spec §3.6): linear in steps.
+            context={"payload": self.run.payload, "steps": results,
                      "run": {"id": run_id, "workflow": self.run.workflow.id}},
             attempt={"number": number, "maxAttempts": step.policy.attempts,
                      "idempotencyKey": sr.idempotency_key},
             now_ms=self.clock.epoch_ms,
             memory_limit_bytes=self._config.memory_limit_mb * 1024 * 1024,
             max_result_bytes=self._config.max_result_bytes,
+            max_json_depth=limits.max_json_depth,
+            max_call_args_bytes=limits.max_call_args_bytes,
+            max_log_lines=limits.max_log_lines,
+            max_log_bytes=limits.max_log_bytes,
+            payload_text=self._payload_text,
         )
         result: AttemptResult | None = None
         outcome: str
         try:
             async with self._pool.worker() as worker:
                 with activity.running():
-                    job = asyncio.ensure_future(worker.run_attempt(request, services, on_log))
+                    job = asyncio.ensure_future(worker.run_attempt(
+                        request, services, on_log, activity.stalled))
                     timer = asyncio.ensure_future(self.clock.sleep(step.timeout.total_seconds()))
                     try:
                         done, _ = await asyncio.wait({job, timer},
@@ -434,6 +461,8 @@ class Engine:
             self._http = HttpService(
                 redact=_redact_names(self._config.redact_headers),
                 allow_hosts=self._config.http_allow,
+                max_response_bytes=self._config.limits.max_response_bytes,
+                max_json_depth=self._config.limits.max_json_depth,
             )
         return self._http
 

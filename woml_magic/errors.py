@@ -83,3 +83,21 @@ class ServiceRejection(Exception):
         self.message = message
         self.props = dict(props or {})
         super().__init__(f"{name}: {message}")
+
+
+class WomlLimitError(WomlRunError):
+    """Something crossing into the kernel breaks a limit (spec §4.5, §6.1).
+
+    ``limit`` names the setting (``max_payload_bytes``, ``max_json_depth``, …),
+    ``value`` is what was found and ``allowed`` the limit's value. Raised before
+    anything runs (a payload); breaches inside an attempt end the attempt instead.
+    """
+
+    def __init__(self, message: str, *, limit: str, value: int, allowed: int) -> None:
+        super().__init__(message)
+        self.limit = limit
+        self.value = value
+        self.allowed = allowed
+
+    def _render_traceback_(self) -> list[str]:
+        return [f"WomlLimitError: {self}"]

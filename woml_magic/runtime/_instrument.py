@@ -4,8 +4,10 @@ When QuickJS runs out of memory so completely that it cannot build the
 ``InternalError``, it throws ``null``. A script that catches that ``null`` and
 returns normally would otherwise hide the out-of-memory ``crash``. So the worker
 rewrites ``catch (e) {`` to ``catch (e) {__womlCaught(e);`` (and ``catch {`` to
-``catch (__womlE) {__womlCaught(__womlE);``); the prelude's ``__womlCaught`` notes a
-caught ``null``. Insertions stay on the same line, so error lines do not move.
+``catch (__womlE) {__womlCaught(__womlE);``); the hook notes a caught ``null``. The
+worker gives the hook a random name (one per worker process) and binds it as a
+constant of a block around the script, so no global name exists for a script to
+call. Insertions stay on the same line, so error lines do not move.
 
 This is a small JavaScript lexer, not a parser: it skips strings, template
 literals, comments and regular expression literals and rewrites ``catch`` only in
@@ -77,8 +79,9 @@ def _skip_regex(src: str, i: int) -> int:
     return i
 
 
-def instrument_catches(src: str) -> str:
-    """``src`` with every simple ``catch`` clause reporting its caught value (see module doc)."""
+def instrument_catches(src: str, hook: str = _CALL) -> str:
+    """``src`` with every simple ``catch`` clause reporting its caught value to ``hook``
+    (see module doc)."""
     if "catch" not in src:
         return src
     out: list[str] = []
@@ -141,7 +144,7 @@ def instrument_catches(src: str) -> str:
             end = _ident_end(src, i)
             word = src[i:end]
             if word == "catch" and prev != ".":
-                rewritten = _rewrite_catch(src, end)
+                rewritten = _rewrite_catch(src, end, hook)
                 if rewritten is not None:
                     replacement, resume = rewritten
                     out.append(src[last:end])
@@ -163,11 +166,11 @@ def instrument_catches(src: str) -> str:
     return "".join(out)
 
 
-def _rewrite_catch(src: str, i: int) -> tuple[str, int] | None:
+def _rewrite_catch(src: str, i: int, hook: str) -> tuple[str, int] | None:
     """Rewrite the clause after ``catch`` at ``i``: (new text, index after its ``{``)."""
     j = _skip_space(src, i)
     if src.startswith("{", j):
-        return src[i:j] + f"(__womlE) {{{_CALL}(__womlE);", j + 1
+        return src[i:j] + f"(__womlE) {{{hook}(__womlE);", j + 1
     binding = _BINDING.match(src, j)
     if binding is None:
         return None
@@ -175,4 +178,4 @@ def _rewrite_catch(src: str, i: int) -> tuple[str, int] | None:
     if not src.startswith("{", k):
         return None
     name = binding.group(1)
-    return src[i : k + 1] + f"{_CALL}({name});", k + 1
+    return src[i : k + 1] + f"{hook}({name});", k + 1

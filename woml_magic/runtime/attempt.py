@@ -6,9 +6,17 @@ These records are the contract between the engine and the script worker
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+import json
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
+
+from woml_magic.limits import (
+    DEFAULT_MAX_CALL_ARGS_BYTES,
+    DEFAULT_MAX_JSON_DEPTH,
+    DEFAULT_MAX_LOG_BYTES,
+    DEFAULT_MAX_LOG_LINES,
+)
 
 DEFAULT_MEMORY_LIMIT_BYTES = 128 * 1024 * 1024
 """Per-attempt QuickJS memory limit (spec §3.2 crash: default 128 MiB)."""
@@ -17,6 +25,7 @@ DEFAULT_MAX_RESULT_BYTES = 256 * 1024
 """Largest result JSON text in UTF-8 bytes (spec §3.2 oversized: default 256 KiB)."""
 
 OUTCOMES = ("succeeded", "threw", "invalid-json", "oversized", "crash")
+# The worker may report only these; anything else is a fault of the worker (spec §4.5).
 """The outcomes the worker itself decides; the engine adds timeout, cancelled and the rest."""
 
 ServiceCall = Callable[[str, list[Any]], Awaitable[Any]]
@@ -26,8 +35,50 @@ May raise ``woml_magic.errors.ServiceRejection`` to reject the script's promise 
 an ``Error`` of that name and message carrying the rejection's props.
 """
 
+StallSink = Callable[[], None]
+"""Called when the worker knows nothing can settle the script's promise (spec §3.2):
+the attempt can only end at its timeout, so a simulated clock may jump to it."""
+
 LogSink = Callable[[str, str], None]
 """``(level, text)`` for each console line, level one of log, info, warn, error (spec §4.4)."""
+
+
+def encode(value: Any) -> str:
+    """The compact JSON text of a JSON value (spec §3.3): how results and payloads travel."""
+    return json.dumps(value, allow_nan=False, ensure_ascii=False, separators=(",", ":"))
+
+
+class StepResults(Mapping[str, Any]):
+    """Results of the steps that succeeded so far in a run (spec §3.6 ``context.steps``).
+
+    Each result is encoded once, when it is added; an attempt's script reads a step's
+    result from the kernel only when it uses it, so an attempt costs the same in step
+    10,000 as in step 2 (spec §4.5).
+    """
+
+    def __init__(self) -> None:
+        self._values: dict[str, Any] = {}
+        self._texts: dict[str, str] = {}
+
+    def add(self, step_id: str, value: Any) -> None:
+        self._values[step_id] = value
+        self._texts[step_id] = encode(value)
+
+    def text(self, step_id: str) -> str | None:
+        """The JSON text of ``step_id``'s result, or None when it has none."""
+        return self._texts.get(step_id)
+
+    def texts(self) -> Mapping[str, str]:
+        return self._texts
+
+    def __getitem__(self, step_id: str) -> Any:
+        return self._values[step_id]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._values)
+
+    def __len__(self) -> int:
+        return len(self._values)
 
 
 @dataclass(frozen=True)
@@ -38,6 +89,11 @@ class AttemptRequest:
     ``script_line`` starting at cell column ``script_column``. ``context`` and
     ``attempt`` become deeply frozen objects in the script. ``now_ms`` is the run's
     clock in epoch milliseconds: ``Date.now()`` in the script reads it.
+
+    ``context["steps"]`` may be a ``StepResults`` (each result encoded once) or a plain
+    mapping; ``payload_text`` is ``context["payload"]`` already encoded (see
+    ``woml_magic.limits.check_payload_limits``), or None to encode it per attempt.
+    The ``max_*`` limits bound what the script may send into the kernel (spec §4.5).
     """
 
     script: str
@@ -48,6 +104,11 @@ class AttemptRequest:
     now_ms: Callable[[], float]
     memory_limit_bytes: int = DEFAULT_MEMORY_LIMIT_BYTES
     max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES
+    max_json_depth: int = DEFAULT_MAX_JSON_DEPTH
+    max_call_args_bytes: int = DEFAULT_MAX_CALL_ARGS_BYTES
+    max_log_lines: int = DEFAULT_MAX_LOG_LINES
+    max_log_bytes: int = DEFAULT_MAX_LOG_BYTES
+    payload_text: str | None = None
 
     def __post_init__(self) -> None:
         if self.memory_limit_bytes < 1024 * 1024:
@@ -55,10 +116,12 @@ class AttemptRequest:
                 f"memory_limit_bytes={self.memory_limit_bytes} is too small; "
                 "allowed is at least 1 MiB (1048576)"
             )
-        if self.max_result_bytes < 1:
-            raise ValueError(
-                f"max_result_bytes={self.max_result_bytes} is not allowed; it must be positive"
-            )
+        for name in ("max_result_bytes", "max_json_depth", "max_call_args_bytes",
+                     "max_log_lines", "max_log_bytes"):
+            if getattr(self, name) < 1:
+                raise ValueError(
+                    f"{name}={getattr(self, name)} is not allowed; it must be positive"
+                )
 
 
 @dataclass(frozen=True)

@@ -1,10 +1,12 @@
 // Console output of one attempt (spec §4.4), a lazy part of prelude.js: compiled in
-// the attempt's context on the script's first console call. Capped per attempt so a
-// script cannot flood the kernel. `I` holds the intrinsics prelude.js captured
-// before the script ran; nothing here looks up a global the script could replace.
+// the attempt's context on the script's first console call. `I` holds the intrinsics
+// prelude.js captured before the script ran; nothing here looks up a global the
+// script could replace. The caps here only keep huge strings from crossing into the
+// worker; the worker counts lines and UTF-8 bytes itself and enforces the limits
+// (max_log_lines, max_log_bytes), whatever this code is made to do.
 (function (I, emitRaw, settings) {
   "use strict";
-  const { apply, stringify, join, isWellFormed, toWellFormed, slice, max } = I;
+  const { apply, stringify, join, isWellFormed, toWellFormed, slice } = I;
   const { ErrorCtor, StringCtor, objectToString } = I;
   let logLines = 0;
   let logChars = 0;
@@ -22,7 +24,7 @@
         if (x === undefined) return "undefined";
         return x;
       });
-      return text === undefined ? StringCtor(v) : text;
+      return typeof text === "string" ? text : StringCtor(v);
     } catch {
       return apply(objectToString, v, []);
     }
@@ -30,32 +32,26 @@
 
   function log(level, args) {
     if (logCut) return;
-    const parts = [];
-    for (let i = 0; i < args.length; i++) parts[i] = formatArg(args[i]);
+    const parts = { __proto__: null, length: 0 };
+    for (let i = 0; i < args.length; i++) {
+      let piece;
+      try { piece = formatArg(args[i]); } catch { piece = "?"; }
+      parts[i] = typeof piece === "string" ? piece : "?";
+      parts.length = i + 1;
+    }
     let text = apply(join, parts, [" "]);
     if (!apply(isWellFormed, text, [])) text = apply(toWellFormed, text, []);
-    let cut = false;
-    if (logLines + 1 > settings.maxLogLines) {
-      cut = true;
-      text = "";
-    } else if (logChars + text.length > settings.maxLogChars) {
-      cut = true;
-      text = apply(slice, text, [0, max(0, settings.maxLogChars - logChars)]);
-    }
-    if (!cut || text.length > 0) {
-      logLines += 1;
-      logChars += text.length;
-      emitRaw(stringify({ type: "log", level, text }));
-    }
-    if (cut) {
+    if (logLines + 1 > settings.maxLogLines || logChars >= settings.maxLogChars) {
       logCut = true;
-      emitRaw(stringify({
-        type: "log", level: "warn",
-        text: "… console output truncated: an attempt may print at most " + settings.maxLogLines
-          + " lines or " + settings.maxLogChars + " characters",
-      }));
     }
+    if (text.length > settings.maxLogChars - logChars) {
+      text = apply(slice, text, [0, settings.maxLogChars - logChars + 1]);
+    }
+    logLines += 1;
+    logChars += text.length;
+    // The worker says whether to go on: "" yes, anything else means the caps are met.
+    if (emitRaw("log", level, apply(join, [text], [""])) !== "") logCut = true;
   }
 
-  return { log, formatArg };
+  return { __proto__: null, log, formatArg };
 })

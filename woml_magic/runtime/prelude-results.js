@@ -1,11 +1,11 @@
 // The result validator of one attempt (spec §3.3), a lazy part of prelude.js:
 // compiled in the attempt's context when a script returns an object or an array
-// (scalars are checked by prelude.js itself). It copies the result using JSON values
-// only, or names the first path that is not one. `I` holds the intrinsics
-// prelude.js captured before the script ran.
+// (scalars are checked by prelude.js itself). It writes the result's JSON text, or
+// names the first path that is not a JSON value or lies deeper than max_json_depth.
+// `I` holds the intrinsics prelude.js captured before the script ran.
 (function (I) {
   "use strict";
-  const { apply, stringify, keys, getPrototypeOf, defineProperty, push, test } = I;
+  const { apply, stringify, join, keys, getPrototypeOf, test } = I;
   const { isWellFormed, isFiniteNumber, isArray, isView, charCodeAt, toUpperCase } = I;
   const { numberToString, StringCtor, ObjectProto, ArrayProto, PromiseCtor } = I;
   const { MapCtor, SetCtor, WeakMapCtor, WeakSetCtor, ArrayBufferCtor, RangeErrorCtor } = I;
@@ -33,9 +33,11 @@
     return "an instance of " + name + ", not a plain object";
   }
 
-  class Invalid {
-    constructor(message) { this.message = message; }
+  // Not an Error: building it calls no stack hook, and the script cannot make one.
+  function Invalid(message) {
+    this.message = message;
   }
+  Invalid.prototype = { __proto__: null };
 
   function loneSurrogate(v, path) {
     for (let i = 0; i < v.length; i++) {
@@ -54,68 +56,88 @@
     return null;
   }
 
-  // A clean copy made only of JSON values, or throws Invalid naming the path.
-  function clean(value, path, key, ancestors) {
+  // The JSON text of `value`, or throws Invalid naming the first path that is not a
+  // JSON value. Written piece by piece into a null-prototype list: nothing here calls
+  // JSON.stringify on an object, whose `toJSON` lookup the script may have patched.
+  function write(out, value, path, key, ancestors, depth, maxDepth) {
     let v = value;
     if (v !== null && (typeof v === "object" || typeof v === "bigint") && typeof v.toJSON === "function") {
       v = v.toJSON(key);
     }
-    if (v === null || typeof v === "boolean") return v;
+    if (v === null) { put(out, "null"); return; }
+    if (typeof v === "boolean") { put(out, v ? "true" : "false"); return; }
     if (typeof v === "undefined") throw new Invalid(path + " is undefined");
     if (typeof v === "number") {
-      if (isFiniteNumber(v)) return v;
+      if (isFiniteNumber(v)) { put(out, stringify(v)); return; }
       throw new Invalid(path + " is " + StringCtor(v));
     }
     if (typeof v === "string") {
       const bad = apply(isWellFormed, v, []) ? null : loneSurrogate(v, path);
       if (bad !== null) throw bad;
-      return v;
+      put(out, stringify(v));
+      return;
     }
     if (typeof v !== "object") throw new Invalid(path + " is " + describeKind(v));
+    if (depth >= maxDepth) {
+      throw new Invalid(path + " is nested more than " + maxDepth
+        + " levels deep; the limit is " + maxDepth + " (max_json_depth)");
+    }
     for (let i = 0; i < ancestors.length; i++) {
-      if (ancestors[i].value === v) {
-        throw new Invalid(path + " is a cycle back to " + ancestors[i].path);
+      if (ancestors[i] === v) {
+        throw new Invalid(path + " is a cycle back to " + ancestors.paths[i]);
       }
     }
     const proto = getPrototypeOf(v);
-    apply(push, ancestors, [{ value: v, path }]);
-    let out;
+    ancestors[ancestors.length] = v;
+    ancestors.paths[ancestors.length] = path;
+    ancestors.length += 1;
     if (isArray(v) && proto === ArrayProto) {
-      out = [];
-      for (let i = 0; i < v.length; i++) {
+      put(out, "[");
+      const n = v.length;
+      for (let i = 0; i < n; i++) {
         if (!(i in v)) throw new Invalid(pathOf(path, i) + " is an empty array slot");
-        out[i] = clean(v[i], pathOf(path, i), StringCtor(i), ancestors);
+        if (i > 0) put(out, ",");
+        write(out, v[i], pathOf(path, i), StringCtor(i), ancestors, depth + 1, maxDepth);
       }
+      put(out, "]");
     } else if (proto === ObjectProto || proto === null) {
-      out = { __proto__: null };
+      put(out, "{");
       const ks = keys(v);
       for (let i = 0; i < ks.length; i++) {
         const k = ks[i];
-        defineProperty(out, k, {
-          value: clean(v[k], pathOf(path, k), k, ancestors),
-          enumerable: true, writable: true, configurable: true,
-        });
+        if (i > 0) put(out, ",");
+        put(out, stringify(k));
+        put(out, ":");
+        write(out, v[k], pathOf(path, k), k, ancestors, depth + 1, maxDepth);
       }
+      put(out, "}");
     } else {
       throw new Invalid(path + " is " + describeKind(v));
     }
     ancestors.length -= 1;
-    return out;
   }
 
-  // {text} for a valid result, {message} naming what is not JSON; other errors
-  // (a throwing getter or toJSON) propagate to the caller.
-  function check(value) {
+  function put(out, piece) {
+    out[out.length] = piece;
+    out.length += 1;
+  }
+
+  // [true, JSON text] for a valid result, [false, message] naming what is not JSON;
+  // other errors (a throwing getter or toJSON) propagate to the caller.
+  function check(value, maxDepth) {
+    const out = { __proto__: null, length: 0 };
+    const ancestors = { __proto__: null, length: 0, paths: { __proto__: null } };
     try {
-      return { text: stringify(clean(value, "result", "", [])) };
+      write(out, value, "result", "", ancestors, 0, maxDepth);
+      return [true, apply(join, out, [""])];
     } catch (e) {
-      if (e instanceof Invalid) return { message: e.message };
+      if (e instanceof Invalid) return [false, e.message];
       if (e instanceof RangeErrorCtor) {
-        return { message: "result is nested too deeply to be checked as JSON" };
+        return [false, "result is nested too deeply to be checked as JSON"];
       }
       throw e;
     }
   }
 
-  return { check };
+  return { __proto__: null, check };
 })

@@ -6,10 +6,20 @@
 // a script frame, so error lines map to cell lines without guessing.
 //
 // The expression below is a function of the host's emit callable and the lazy
-// parts; it returns one dispatcher `host(command, argument)` that the worker calls.
-// Every string handed back to Python comes out of JSON.stringify or
-// Array.prototype.join: QuickJS may hand other strings over as ropes Python cannot
-// read.
+// parts; it returns one dispatcher `host(command, ...)` that the worker calls.
+//
+// The bridge is built so that the script cannot speak on it (spec §4.5):
+// - nothing here ever serialises an object: JSON.stringify consults `toJSON` through
+//   the prototype chain, which the script may have patched. Only primitives are
+//   stringified, and texts are assembled with Array.prototype.join on arrays whose
+//   elements are own properties (array literals) or null-prototype objects;
+// - `emitRaw` takes primitives only (a kind, then strings and numbers); the worker
+//   builds and encodes every message itself;
+// - internal records are null-prototype objects or closure variables, so no read of
+//   a missing field can reach a getter the script put on Object.prototype;
+// - every intrinsic is captured now, before the script can replace it.
+// Every string handed to Python comes out of JSON.stringify or Array.prototype.join:
+// QuickJS may hand other strings over as ropes Python cannot read.
 //
 // This file holds only what every attempt needs. Console formatting, the services
 // bridge and the result validator are in prelude-console.js, prelude-services.js and
@@ -20,8 +30,6 @@
 (function (emitRaw, parts) {
   "use strict";
 
-  // Intrinsics are captured now: the script may replace globals, and neither this
-  // code nor a lazy part compiled later may run the script's replacements.
   const { keys, freeze, isFrozen, getPrototypeOf, defineProperty } = Object;
   const { apply, construct } = Reflect;
   const stringify = JSON.stringify;
@@ -29,30 +37,53 @@
   const isFiniteNumber = Number.isFinite;
   const join = Array.prototype.join;
   const StringProto = String.prototype;
-  const { isWellFormed, toWellFormed, slice, repeat, split } = StringProto;
+  const { isWellFormed, toWellFormed, slice, repeat, split, indexOf } = StringProto;
   const promiseThen = Promise.prototype.then;
   const fnToString = Function.prototype.toString;
   const weakGet = WeakMap.prototype.get;
   const weakSet = WeakMap.prototype.set;
   const InternalErrorProto = InternalError.prototype;
   const ErrorCtor = Error;
+  const RangeErrorCtor = RangeError;
+  const TypeErrorCtor = TypeError;
+  const SyntaxErrorCtor = SyntaxError;
+  const StringCtor = String;
   const PromiseCtor = Promise;
+
   const RealDate = Date;
   const perf = performance;
   const perfNowFn = performance.now;
   const g = globalThis;
   const evaluate = g.eval; // called by name through a const: an indirect, global eval
+  // Parts read it after the script has run: no name may fall through to a prototype.
   const I = freeze({
+    __proto__: null,
     keys, freeze, getPrototypeOf, defineProperty, apply, stringify, parse, join,
     isWellFormed, toWellFormed, slice, isFiniteNumber,
-    isArray: Array.isArray, isView: ArrayBuffer.isView, push: Array.prototype.push,
+    isArray: Array.isArray, isView: ArrayBuffer.isView,
     charCodeAt: StringProto.charCodeAt, toUpperCase: StringProto.toUpperCase,
     numberToString: Number.prototype.toString, test: RegExp.prototype.test,
     objectToString: Object.prototype.toString, max: Math.max,
     ObjectProto: Object.prototype, ArrayProto: Array.prototype, PromiseCtor,
-    ErrorCtor, TypeErrorCtor: TypeError, RangeErrorCtor: RangeError, StringCtor: String,
+    promiseReject: Promise.reject,
+    ErrorCtor, TypeErrorCtor, RangeErrorCtor, StringCtor,
     MapCtor: Map, SetCtor: Set, WeakMapCtor: WeakMap, WeakSetCtor: WeakSet,
     ArrayBufferCtor: ArrayBuffer, toStringTag: Symbol.toStringTag,
+    indexOf,
+  });
+
+  // A string Python can read: flat, never a rope (see above).
+  function flat(s) {
+    return apply(join, [s], [""]);
+  }
+
+  // Native `then` consults `this.constructor[Symbol.species]` to build its result
+  // promise; locked, so the script cannot hook the prelude's own `then` calls.
+  defineProperty(PromiseCtor.prototype, "constructor", {
+    value: PromiseCtor, writable: false, enumerable: false, configurable: false,
+  });
+  defineProperty(PromiseCtor, Symbol.species, {
+    get() { return PromiseCtor; }, enumerable: false, configurable: false,
   });
 
   // Set by `configure`, once per attempt.
@@ -99,13 +130,14 @@
       let line = null;
       let leading = true;
       let found = false;
-      const parts = [];
+      const out = { __proto__: null, length: 0 };
       for (let i = 0; i < frames.length; i++) {
         const f = frames[i];
         const ln = f.getLineNumber();
         const file = f.getFileName();
-        parts[i] = "    at " + (f.getFunctionName() || "<anonymous>") + " (" + file
+        out[i] = "    at " + (f.getFunctionName() || "<anonymous>") + " (" + file
           + ":" + ln + ":" + f.getColumnNumber() + ")";
+        out.length = i + 1;
         if (found) continue;
         const inScript = file === "<input>" && ln >= 2 && ln <= LAST_LINE;
         if (leading && f.isConstructor()) {
@@ -119,7 +151,7 @@
         }
       }
       if (line !== null) apply(weakSet, errorLines, [err, line]);
-      return apply(join, parts, ["\n"]);
+      return apply(join, out, ["\n"]);
     } catch {
       return "";
     }
@@ -133,11 +165,24 @@
   defineProperty(Error, "stackTraceLimit", { value: 64, writable: false, configurable: false });
 
   // The host's catch instrumentation calls this with every caught value: QuickJS
-  // throws `null` when memory is so tight that it cannot even build the error.
-  defineProperty(g, "__womlCaught", {
-    value: function (e) { if (e === null) nullCaught = true; return e; },
-    writable: false, enumerable: false, configurable: false,
-  });
+  // throws `null` when memory is so tight that it cannot even build the error. It
+  // reaches the script's code as a constant of the block around it, under a random
+  // name (see `arm`, _child.wrap_with_hook): there is no global for the script to call.
+  function caught(e) {
+    if (e === null) {
+      nullCaught = true;
+    } else if (!oomSeen && typeof e === "object") {
+      // An out-of-memory error whose stack could not be built never met the hook.
+      try {
+        if (getPrototypeOf(e) === InternalErrorProto && e.message === "out of memory") {
+          oomSeen = true;
+        }
+      } catch {
+        // not an engine error then
+      }
+    }
+    return e;
+  }
   // Promise rejection handlers see the same `null`.
   Promise.prototype.then = function then(onFulfilled, onRejected) {
     if (typeof onRejected === "function") {
@@ -195,17 +240,23 @@
       const path = apply(split, name, ["."]);
       let node = root;
       for (let j = 0; j < path.length - 1; j++) {
-        if (node[path[j]] === undefined) node[path[j]] = {};
+        if (!apply(hasOwn, node, [path[j]])) {
+          defineProperty(node, path[j], { __proto__: null, value: {}, enumerable: true, writable: true });
+        }
         node = node[path[j]];
       }
       // Created in the stub so its stack records the script line of the call (§3.2).
-      node[path[path.length - 1]] = (...args) => {
-        const carrier = new ErrorCtor("services." + name + " failed");
-        return lib("services").call(name, args, carrier);
-      };
+      defineProperty(node, path[path.length - 1], { __proto__: null,
+        value: (...args) => {
+          const carrier = new ErrorCtor("services." + name + " failed");
+          return lib("services").call(name, args, carrier);
+        },
+        enumerable: true, writable: true,
+      });
     }
     return deepFreeze(root);
   }
+  const hasOwn = Object.prototype.hasOwnProperty;
 
   // ---- frozen inputs (spec §3.4, §3.6) ----
   function deepFreeze(v) {
@@ -217,15 +268,32 @@
     return v;
   }
 
-  function configure(text) {
-    const config = parse(text);
+  // `stepsPart` is prelude-steps.js's function, handed over by the worker only when
+  // earlier steps have results (most attempts never load it).
+  function configure(configText, payloadText, stepsPart) {
+    const config = parse(configText);
     LAST_LINE = config.scriptLines + 1;
     setClock(config.nowMs);
     settings = freeze({
-      maxLogLines: config.maxLogLines, maxLogChars: config.maxLogChars, setClock,
+      __proto__: null,
+      maxLogLines: config.maxLogLines, maxLogChars: config.maxLogChars,
+      maxDepth: config.maxDepth, setClock,
     });
-    context = deepFreeze(parse(config.context));
-    attempt = deepFreeze(parse(config.attempt));
+    const given = config.context;
+    const ctx = {};
+    const put = (name, value) => defineProperty(ctx, name, { __proto__: null,
+      value, enumerable: true, writable: true, configurable: true,
+    });
+    put("payload", deepFreeze(parse(payloadText)));
+    // No proxy for a run's first step (or a lone step): nothing to fetch.
+    put("steps", config.stepCount > 0
+      ? stepsPart(I, emitRaw, deepFreeze) : freeze({}));
+    const names = keys(given);
+    for (let i = 0; i < names.length; i++) {
+      if (names[i] !== "steps") put(names[i], deepFreeze(given[names[i]]));
+    }
+    context = freeze(ctx);
+    attempt = deepFreeze(config.attempt);
     services = buildServices(config.services);
     expectedLength = config.expectedLength;
   }
@@ -237,11 +305,12 @@
   let rejection;
 
   function start(main) {
-    if (started) throw new Error("an attempt runs its script once");
+    if (started) throw new ErrorCtor("an attempt runs its script once");
     started = true;
+    delete g.__womlMain; // where the worker's bytecode put `main` (_child._Scripts)
     if (typeof main !== "function" || apply(fnToString, main, []).length !== expectedLength) {
       state = "rejected";
-      rejection = new SyntaxError(
+      rejection = new SyntaxErrorCtor(
         "the script closes its own function body early (an unbalanced `}`); a script must be "
         + "the body of one async function");
       return;
@@ -255,7 +324,7 @@
 
   function safeString(get, fallback) {
     try {
-      let s = String(get());
+      let s = StringCtor(get());
       if (!apply(isWellFormed, s, [])) s = apply(toWellFormed, s, []);
       return s.length > 4096 ? apply(slice, s, [0, 4096]) + "…" : s;
     } catch {
@@ -263,19 +332,32 @@
     }
   }
 
+  // [name, message, line, isNull]: primitives only. Never throws: the rejection may be
+  // any value, with throwing getters or proxy traps.
   function describeRejection(r) {
-    if (r === null) return { name: "null", message: "null", line: null, isNull: true };
+    try {
+      return describe(r);
+    } catch {
+      return ["Error", "a value that could not be described was thrown", null, false];
+    }
+  }
+
+  function describe(r) {
+    if (r === null) return ["null", "null", null, true];
     if (typeof r === "object" || typeof r === "function") {
       const line = apply(weakGet, errorLines, [r]);
       const isError = r instanceof ErrorCtor;
-      const name = isError || typeof r.name === "string"
+      const has = (key) => {
+        try { return typeof r[key] === "string"; } catch { return false; }
+      };
+      const name = isError || has("name")
         ? safeString(() => r.name, "Error") : (typeof r === "function" ? "function" : "object");
-      const message = isError || typeof r.message === "string"
+      const message = isError || has("message")
         ? safeString(() => r.message, "")
         : safeString(() => lib("console").formatArg(r), "");
-      return { name, message, line: line === undefined ? null : line, isNull: false };
+      return [name, message, typeof line === "number" ? line : null, false];
     }
-    return { name: typeof r, message: safeString(() => r, ""), line: null, isNull: false };
+    return [typeof r, safeString(() => r, ""), null, false];
   }
 
   // A result that is JSON as it stands, without walking it (spec §3.3).
@@ -286,45 +368,54 @@
 
   let resultText = null;
 
+  // The attempt's state as a JSON array of primitives:
+  // [state, oom, nullCaught, pendingCalls, invalidMessage, errName, errMessage, errLine, isNull]
   function finish() {
-    const out = { state, oom: oomSeen, nullCaught, pendingCalls: 0 };
-    if (loaded.services !== undefined) out.pendingCalls = loaded.services.pendingCount();
+    let out = state;
+    let invalid = null;
+    let error = null;
+    const pending = loaded.services !== undefined ? loaded.services.pendingCount() : 0;
     if (state === "fulfilled") {
       try {
         if (settledValue === undefined) {
           resultText = "null";
         } else if (isPlainScalar(settledValue)) {
-          resultText = stringify(settledValue);
+          resultText = flat(stringify(settledValue));
         } else {
-          const checked = lib("results").check(settledValue);
-          if (checked.text === undefined) {
-            out.ok = false;
-            out.message = checked.message;
-          } else {
-            resultText = checked.text;
-          }
+          const checked = lib("results").check(settledValue, settings.maxDepth);
+          if (checked[0]) resultText = checked[1];
+          else invalid = checked[1];
         }
-        if (out.ok === undefined) out.ok = true;
       } catch (e) {
-        out.state = "rejected";
-        out.error = describeRejection(e);
+        out = "rejected";
+        error = describeRejection(e);
       }
     } else if (state === "rejected") {
-      out.error = describeRejection(rejection);
+      error = describeRejection(rejection);
     }
-    out.oom = oomSeen;
-    out.nullCaught = nullCaught;
-    return stringify(out);
+    const fields = [
+      stringify(out), oomSeen ? "true" : "false", nullCaught ? "true" : "false",
+      stringify(pending), invalid === null ? "null" : stringify(invalid),
+      error === null ? "null" : stringify(error[0]),
+      error === null ? "null" : stringify(error[1]),
+      error === null || error[2] === null ? "null" : stringify(error[2]),
+      error !== null && error[3] ? "true" : "false",
+    ];
+    return apply(join, ["[", apply(join, fields, [","]), "]"], [""]);
   }
 
-  return function host(command, argument) {
+  return function host(command, a, b, c) {
     switch (command) {
-      case "configure": configure(argument); return "null";
-      case "start": start(argument); return "null";
-      case "settle": lib("services").settle(argument); return "null";
+      case "configure": configure(a, b, c); return "null";
+      case "start": start(a); return "null";
+      case "arm":
+        defineProperty(g, a, { __proto__: null, value: caught, configurable: true, enumerable: false });
+        return "null";
+      case "disarm": delete g[a]; return "null";
+      case "settle": lib("services").settle(a, b); return "null";
       case "finish": return finish();
       case "result": return resultText;
-      default: throw new Error("unknown host command " + command);
+      default: throw new ErrorCtor("unknown host command " + command);
     }
   };
 })

@@ -11,6 +11,13 @@ it awaits. No thread stands between the loop and the pipes: a thread handing eac
 message over cost ≈ 60 µs per round trip. Nothing the script does can block the
 kernel's loop: writes never block, and timeouts, cancellation and interruption
 (enforced by the engine) end an attempt by SIGKILLing the child.
+
+Nothing the child says is taken on trust (spec §4.5): every line must be one JSON
+object of a known shape (``_check_shape``) no longer than the attempt's limits allow,
+carrying the id of the attempt or check that is waiting; a result is parsed again
+here and its size and depth checked. Anything else ends the attempt ``crash`` with
+the reason, and the process is replaced, as it is when it wrote anything between
+attempts (``_fresh``).
 """
 
 from __future__ import annotations
@@ -22,6 +29,7 @@ import importlib.util
 import itertools
 import json
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -31,7 +39,17 @@ from pathlib import Path
 from typing import Any
 
 from woml_magic.errors import ServiceRejection, WomlRunError
-from woml_magic.runtime.attempt import AttemptRequest, AttemptResult, LogSink, ServiceCall
+from woml_magic.limits import JSONLimitError, json_depth, loads_limited
+from woml_magic.runtime.attempt import (
+    OUTCOMES,
+    AttemptRequest,
+    AttemptResult,
+    LogSink,
+    ServiceCall,
+    StallSink,
+    StepResults,
+    encode,
+)
 
 SERVICES = ("sleep", "http.request")
 """The ``services.*`` stubs every script sees (spec §4.1, §4.4); adding one is adding a name."""
@@ -74,6 +92,104 @@ _JOIN_SECONDS = 5.0
 _Sink = tuple[asyncio.AbstractEventLoop, "asyncio.Queue[dict[str, Any]]"]
 
 
+_DEFAULT_MAX_LINE = 1 << 20
+_LEVELS = frozenset(("log", "info", "warn", "error"))
+# The exact fields of each message the child sends (see _child.py).
+_LOG_KEYS = frozenset(("type", "id", "level", "text"))
+_CALL_KEYS = frozenset(("type", "id", "call", "service", "args"))
+_NEED_KEYS = frozenset(("type", "id", "step"))
+_STALLED_KEYS = frozenset(("type", "id"))
+_SUCCEEDED_KEYS = frozenset(("type", "id", "outcome", "result"))
+_DONE_KEYS = frozenset(("type", "id", "outcome", "name", "message", "line"))
+_CHECKED_KEYS = frozenset(("type", "id", "error"))
+_READY_KEYS = frozenset(("type", "prelude"))
+_MAX_NAME_CHARS = 8192
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+# One decoder for every line: ``json.loads`` with a hook would build one per call.
+_DECODER = json.JSONDecoder(parse_constant=_reject_constant)
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_id(value: Any) -> bool:
+    return _is_int(value) and value > 0
+
+
+def _check_shape(message: dict[str, Any]) -> str | None:
+    """None if ``message`` is one the child may send (see _child.py), else what is wrong."""
+    kind = message.get("type")
+    keys = message.keys()
+    if kind == "log":
+        if keys == _LOG_KEYS and _is_id(message["id"]) \
+                and message["level"] in _LEVELS and isinstance(message["text"], str):
+            return None
+    elif kind == "call":
+        if keys == _CALL_KEYS and _is_id(message["id"]) \
+                and _is_id(message["call"]) and message["service"] in SERVICES \
+                and isinstance(message["args"], list):
+            return None
+    elif kind == "need":
+        if keys == _NEED_KEYS and _is_id(message["id"]) \
+                and isinstance(message["step"], str) and len(message["step"]) <= _MAX_NAME_CHARS:
+            return None
+    elif kind == "stalled":
+        if keys == _STALLED_KEYS and _is_id(message["id"]):
+            return None
+    elif kind == "done":
+        outcome = message.get("outcome")
+        if outcome == "succeeded":
+            if keys == _SUCCEEDED_KEYS and _is_id(message["id"]) \
+                    and isinstance(message["result"], str):
+                return None
+        elif outcome in OUTCOMES:
+            line = message.get("line")
+            if keys == _DONE_KEYS \
+                    and _is_id(message["id"]) and isinstance(message["name"], str) \
+                    and isinstance(message["message"], str) \
+                    and len(message["name"]) <= _MAX_NAME_CHARS \
+                    and len(message["message"]) <= _MAX_NAME_CHARS \
+                    and (line is None or _is_int(line)):
+                return None
+        else:
+            return f"a done message with the unknown outcome {str(outcome)[:80]!r}"
+    elif kind == "checked":
+        error = message.get("error")
+        if keys == _CHECKED_KEYS and _is_id(message["id"]) and (
+            error is None or (
+                isinstance(error, list) and len(error) == 3 and isinstance(error[0], str)
+                and _is_int(error[1]) and _is_int(error[2])
+            )
+        ):
+            return None
+    elif kind == "ready":
+        if keys == _READY_KEYS and message["prelude"] in ("bytecode", "source"):
+            return None
+    else:
+        return f"a message of the unknown type {str(kind)[:80]!r}"
+    return f"a malformed {kind!r} message"
+
+
+def _parse_message(line: bytes | bytearray) -> tuple[dict[str, Any] | None, str | None]:
+    """One line from the child as a checked message, or what is wrong with it."""
+    try:
+        message = _DECODER.decode(line.decode("utf-8"))
+    except RecursionError:
+        return None, "a message nested too deeply"
+    except ValueError:
+        return None, "a line that is not JSON"
+    if not isinstance(message, dict):
+        return None, "a line that is not a JSON object"
+    problem = _check_shape(message)
+    return (message, None) if problem is None else (None, problem)
+
+
 class _Process:
     """One child process; its pipes are served by the event loop attached to it.
 
@@ -114,6 +230,9 @@ class _Process:
         self._unsent = bytearray()  # bytes the pipe to the child has not taken yet
         self._exit: dict[str, Any] | None = None  # set once the child's stdout ends
         self._closed = False
+        self._faulted = False
+        #: The longest line the child may send (see ``ScriptWorker._line_limit``).
+        self.max_line = _DEFAULT_MAX_LINE
 
     @property
     def alive(self) -> bool:
@@ -137,7 +256,7 @@ class _Process:
 
     def send(self, message: dict[str, Any]) -> None:
         """Queue one command; it is written now if the pipe has room."""
-        data = json.dumps(message, allow_nan=False).encode("utf-8") + b"\n"
+        data = json.dumps(message, allow_nan=False, separators=(",", ":")).encode("utf-8") + b"\n"
         if self._closed:
             return
         if not self._unsent:
@@ -163,6 +282,8 @@ class _Process:
             self._sink[0].remove_writer(self._in)
 
     def _on_readable(self) -> None:
+        if self._faulted:
+            return
         try:
             data = os.read(self._out, 1 << 16)
         except BlockingIOError:
@@ -174,17 +295,48 @@ class _Process:
             return
         if b"\n" not in data:
             self._received += data
+            if len(self._received) > self.max_line:
+                self._fault(f"a message longer than {self.max_line} bytes")
             return
         self._received += data
         *lines, rest = self._received.split(b"\n")
         self._received = bytearray(rest)
         for line in lines:
-            try:
-                message = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(message, dict):
-                self._deliver(message)
+            if len(line) > self.max_line:
+                self._fault(f"a message longer than {self.max_line} bytes")
+                return
+            message, problem = _parse_message(line)
+            if problem is not None:
+                self._fault(problem)
+                return
+            assert message is not None
+            message["_bytes"] = len(line)
+            self._deliver(message)
+        if len(self._received) > self.max_line:
+            self._fault(f"a message longer than {self.max_line} bytes")
+
+    def _fault(self, problem: str) -> None:
+        """The child said something that is not the protocol: stop listening to it.
+
+        The attempt (or check) waiting on it ends, and the worker is replaced (spec §4.5).
+        """
+        self._faulted = True
+        self._received.clear()
+        sink = self._sink
+        if sink is not None:
+            if not sink[0].is_closed():
+                sink[0].remove_reader(self._out)
+            sink[1].put_nowait({"type": "violation", "problem": problem})
+
+    def pending_output(self) -> bool:
+        """Whether the child wrote anything since the last attempt ended (it must not)."""
+        if self._received or self._faulted:
+            return True
+        try:
+            readable, _, _ = select.select([self._out], [], [], 0)
+        except (OSError, ValueError):
+            return True
+        return bool(readable)
 
     def _deliver(self, message: dict[str, Any]) -> None:
         if self._sink is not None:
@@ -335,6 +487,23 @@ class ScriptWorker:
             raise RuntimeError("a ScriptWorker runs one attempt or check at a time")
         self._busy = True
 
+    async def _fresh(self) -> _Process:
+        """The warm process, replaced first if it holds output nobody asked for.
+
+        Between attempts the child writes nothing; anything waiting in its pipe (or a
+        line half read) belongs to no one, so the process is replaced rather than
+        drained: the next attempt never reads what an earlier one left (spec §4.5).
+        """
+        await self.start()
+        process = self._process
+        assert process is not None
+        if process.pending_output():
+            self.kill()
+            await self.start()
+            process = self._process
+            assert process is not None
+        return process
+
     async def check_syntax(
         self, script: str, script_line: int, script_column: int
     ) -> tuple[str, int, int] | None:
@@ -342,13 +511,13 @@ class ScriptWorker:
         cell column) of the first syntax error (spec §2.3). Runs none of the script."""
         self._enter()
         try:
-            await self.start()
-            process = self._process
-            assert process is not None
+            process = await self._fresh()
+            process.max_line = _DEFAULT_MAX_LINE
             inbox: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+            check_id = next(self._ids)
             process.attach(asyncio.get_running_loop(), inbox)
             try:
-                process.send({"op": "check", "id": next(self._ids), "script": script})
+                process.send({"op": "check", "id": check_id, "script": script})
                 message = await inbox.get()
             except BaseException:
                 self.kill()
@@ -358,6 +527,12 @@ class ScriptWorker:
             if message.get("type") == "exit":
                 self.kill()
                 raise WomlRunError(_died(message.get("returncode")) + " while compiling a script")
+            if message.get("type") != "checked" or message.get("id") != check_id:
+                self.kill()
+                raise WomlRunError(
+                    "the script worker answered a syntax check with "
+                    + _unexpected(message) + "; the worker was replaced"
+                )
             error = message.get("error")
             if error is None:
                 return None
@@ -368,53 +543,110 @@ class ScriptWorker:
             self._busy = False
 
     async def run_attempt(
-        self, request: AttemptRequest, services: ServiceCall, on_log: LogSink
+        self, request: AttemptRequest, services: ServiceCall, on_log: LogSink,
+        on_stall: StallSink | None = None,
     ) -> AttemptResult:
         """Run one attempt in a fresh QuickJS context and report its outcome (spec §3.2).
 
         Cancelling the awaiting task kills the worker (so even ``while (true) {}``
         ends), cancels service calls in flight and re-raises ``CancelledError``.
+        ``on_stall`` is called if the script awaits something nothing can settle: the
+        attempt then only ends at its timeout (or cancellation).
         """
         self._enter()
         try:
             try:
-                await self.start()
+                process = await self._fresh()
             except WomlRunError as error:
                 return AttemptResult("crash", error_name="WorkerError", error_message=str(error))
-            return await self._attempt(request, services, on_log)
+            return await self._attempt(process, request, services, on_log, on_stall)
         finally:
             self._busy = False
 
+    @staticmethod
+    def _line_limit(request: AttemptRequest) -> int:
+        """The longest line the child may send in this attempt.
+
+        Messages are ASCII JSON, so one byte of script text may take up to six (a
+        control character as ``\\u0001``); what a message carries is bounded by the
+        attempt's limits.
+        """
+        largest = max(request.max_result_bytes, request.max_call_args_bytes,
+                      request.max_log_bytes, 64 * 1024)
+        return 6 * largest + 64 * 1024
+
+    @staticmethod
+    def _command(request: AttemptRequest, attempt_id: int) -> dict[str, Any]:
+        context = request.context
+        payload = request.payload_text
+        if payload is None:
+            payload = encode(context.get("payload"))
+        rest = {key: value for key, value in context.items() if key not in ("payload", "steps")}
+        return {
+            "op": "run",
+            "id": attempt_id,
+            "script": request.script,
+            "payload": payload,
+            "context": rest,
+            "stepCount": len(context.get("steps") or ()),
+            "attempt": request.attempt,
+            "nowMs": request.now_ms(),
+            "memoryLimit": request.memory_limit_bytes,
+            "maxResultBytes": request.max_result_bytes,
+            "maxLogLines": request.max_log_lines,
+            "maxLogBytes": request.max_log_bytes,
+            "maxArgsBytes": request.max_call_args_bytes,
+            "maxDepth": request.max_json_depth,
+            "services": list(SERVICES),
+        }
+
     async def _attempt(
-        self, request: AttemptRequest, services: ServiceCall, on_log: LogSink
+        self, process: _Process, request: AttemptRequest, services: ServiceCall,
+        on_log: LogSink, on_stall: StallSink | None,
     ) -> AttemptResult:
-        process = self._process
-        assert process is not None
         loop = asyncio.get_running_loop()
         inbox: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
         attempt_id = next(self._ids)
         calls: set[asyncio.Task[None]] = set()
+        seen_calls: set[int] = set()
+        in_flight = [0]  # bytes of arguments of calls not yet answered
+        log_lines = log_bytes = 0
+        # The child adds at most two lines of its own (truncation, a stalled script).
+        max_log_lines = request.max_log_lines + 2
+        max_log_bytes = request.max_log_bytes + 1024
+        process.max_line = self._line_limit(request)
         process.attach(loop, inbox)
         try:
-            process.send(
-                {
-                    "op": "run",
-                    "id": attempt_id,
-                    "script": request.script,
-                    "context": json.dumps(request.context, allow_nan=False),
-                    "attempt": json.dumps(request.attempt, allow_nan=False),
-                    "nowMs": request.now_ms(),
-                    "memoryLimit": request.memory_limit_bytes,
-                    "maxResultBytes": request.max_result_bytes,
-                    "services": list(SERVICES),
-                }
-            )
+            process.send(self._command(request, attempt_id))
             while True:
                 message = await inbox.get()
                 kind = message.get("type")
+                if kind in ("exit", "violation", "bridge-failed"):
+                    self.kill()
+                    return self._failure(message)
+                if message.get("id") != attempt_id:
+                    self.kill()
+                    return _fault(f"{_unexpected(message)} during attempt {attempt_id}")
                 if kind == "log":
-                    on_log(str(message.get("level", "log")), str(message.get("text", "")))
+                    text = message["text"]
+                    log_lines += text.count("\n") + 1
+                    log_bytes += len(text.encode("utf-8", "replace"))
+                    if log_lines > max_log_lines or log_bytes > max_log_bytes:
+                        self.kill()
+                        return _fault("console output past the limits the worker enforces")
+                    on_log(message["level"], text)
                 elif kind == "call":
+                    call = message["call"]
+                    size = int(message.get("_bytes", 0))
+                    if call in seen_calls or json_depth(message["args"], request.max_json_depth) \
+                            > request.max_json_depth:
+                        self.kill()
+                        return _fault("a services call that breaks the worker's own checks")
+                    seen_calls.add(call)
+                    if in_flight[0] + size > _MAX_IN_FLIGHT_BYTES:
+                        process.send(self._refusal(attempt_id, call, request))
+                        continue
+                    in_flight[0] += size
                     task = loop.create_task(
                         self._serve(
                             message,
@@ -427,23 +659,18 @@ class ScriptWorker:
                     )
                     calls.add(task)
                     task.add_done_callback(calls.discard)
-                elif kind == "done" and message.get("id") == attempt_id:
+                    task.add_done_callback(functools.partial(_release, in_flight, size))
+                elif kind == "need":
+                    process.send({"op": "step", "attempt": attempt_id,
+                                  "text": _step_text(request, message["step"])})
+                elif kind == "stalled":
+                    if on_stall is not None:
+                        on_stall()
+                elif kind == "done":
                     return self._result(message, request)
-                elif kind == "bridge-failed":
-                    # The child waits for a reply that will never come: start afresh.
+                else:  # "ready" or "checked" in the middle of an attempt
                     self.kill()
-                    return AttemptResult(
-                        "crash",
-                        error_name="ServiceBridgeError",
-                        error_message=str(message["message"]),
-                    )
-                elif kind == "exit":
-                    self.kill()
-                    return AttemptResult(
-                        "crash",
-                        error_name="WorkerDied",
-                        error_message=_died(message.get("returncode")),
-                    )
+                    return _fault(f"{_unexpected(message)} during attempt {attempt_id}")
         except BaseException:
             self.kill()
             raise
@@ -453,6 +680,28 @@ class ScriptWorker:
                 task.cancel()
             if calls:
                 await asyncio.gather(*calls, return_exceptions=True)
+
+    @staticmethod
+    def _failure(message: dict[str, Any]) -> AttemptResult:
+        kind = message.get("type")
+        if kind == "exit":
+            return AttemptResult("crash", error_name="WorkerDied",
+                                 error_message=_died(message.get("returncode")))
+        if kind == "violation":
+            return _fault(str(message["problem"]))
+        # bridge-failed: the child waits for a reply that will never come.
+        return AttemptResult("crash", error_name="ServiceBridgeError",
+                             error_message=str(message["message"]))
+
+    @staticmethod
+    def _refusal(attempt_id: int, call: int, request: AttemptRequest) -> dict[str, Any]:
+        return {
+            "op": "reply", "attempt": attempt_id, "call": call, "ok": False,
+            "name": "RangeError",
+            "message": f"too many services calls in flight: their arguments pass "
+                       f"{_MAX_IN_FLIGHT_BYTES} bytes; await some before making more",
+            "props": {}, "nowMs": request.now_ms(),
+        }
 
     @staticmethod
     async def _serve(
@@ -465,11 +714,11 @@ class ScriptWorker:
         inbox: asyncio.Queue[dict[str, Any]],
     ) -> None:
         """Perform one ``services.*`` call in the kernel and send its outcome back (spec §4.5)."""
-        name = str(message.get("service"))
-        args = message.get("args")
+        name = str(message["service"])
+        args = message["args"]
         reply: dict[str, Any]
         try:
-            value = await services(name, args if isinstance(args, list) else [])
+            value = await services(name, args)
             reply = {"ok": True, "value": value}
         except ServiceRejection as rejection:
             reply = {
@@ -487,10 +736,11 @@ class ScriptWorker:
                 }
             )
             return
-        reply.update(op="reply", attempt=attempt_id, id=message.get("id"), nowMs=request.now_ms())
+        reply.update(op="reply", attempt=attempt_id, call=message["call"],
+                     nowMs=request.now_ms())
         try:
             process.send(reply)
-        except (TypeError, ValueError) as error:
+        except (TypeError, ValueError, RecursionError) as error:
             inbox.put_nowait(
                 {
                     "type": "bridge-failed",
@@ -500,9 +750,27 @@ class ScriptWorker:
 
     @staticmethod
     def _result(message: dict[str, Any], request: AttemptRequest) -> AttemptResult:
+        """The attempt's outcome from the child's report, checked again here (spec §4.5)."""
         outcome = str(message["outcome"])
         if outcome == "succeeded":
-            return AttemptResult("succeeded", result=message.get("result"))
+            text = message["result"]
+            limit = request.max_result_bytes
+            size = len(text.encode("utf-8", "surrogatepass"))
+            if size > limit:
+                return AttemptResult(
+                    "oversized", error_name="RangeError",
+                    error_message=f"the result's JSON text is {size} bytes; the limit is "
+                                  f"{limit} bytes",
+                )
+            try:
+                value = loads_limited(text, max_depth=request.max_json_depth, what="result")
+            except JSONLimitError as error:
+                return AttemptResult("invalid-json", error_name="TypeError",
+                                     error_message=str(error))
+            except ValueError as error:
+                return AttemptResult("invalid-json", error_name="TypeError",
+                                     error_message=f"the result is not JSON: {error}")
+            return AttemptResult("succeeded", result=value)
         js_line = message.get("line")
         line = None
         if isinstance(js_line, int):
@@ -515,3 +783,48 @@ class ScriptWorker:
             error_message=message.get("message"),
             error_line=line,
         )
+
+
+def _release(in_flight: list[int], size: int, _: object) -> None:
+    in_flight[0] -= size
+
+
+#: The most bytes of arguments of ``services`` calls one attempt may have in flight.
+_MAX_IN_FLIGHT_BYTES = 16 * 1024 * 1024
+
+
+def _unexpected(message: dict[str, Any]) -> str:
+    kind = message.get("type")
+    if kind == "exit":
+        return "its exit"
+    if kind == "violation":
+        return str(message.get("problem"))
+    return f"an unexpected {str(kind)[:40]!r} message (id {str(message.get('id'))[:40]})"
+
+
+def _fault(problem: str) -> AttemptResult:
+    """A worker that broke the protocol: the attempt ends ``crash`` (spec §4.5)."""
+    return AttemptResult(
+        "crash",
+        error_name="WorkerProtocolError",
+        error_message=f"the script worker sent {problem}; the attempt fails closed and "
+                      "the worker was replaced",
+    )
+
+
+def _step_text(request: AttemptRequest, name: str) -> str:
+    """The answer to a ``context.steps`` read (spec §3.6): a result's JSON text, ``""``
+    for none, or ``"!"`` and a reason when it cannot be given."""
+    steps = request.context.get("steps") or {}
+    if name:
+        if isinstance(steps, StepResults):
+            return steps.text(name) or ""
+        return encode(steps[name]) if name in steps else ""
+    texts = steps.texts() if isinstance(steps, StepResults) else \
+        {key: encode(value) for key, value in steps.items()}
+    size = sum(len(text) + len(key) + 4 for key, text in texts.items())
+    if size > request.memory_limit_bytes:
+        return (f"!context.steps holds {size} bytes of results, more than the attempt's "
+                f"memory limit of {request.memory_limit_bytes} bytes; read the steps you "
+                "need by name")
+    return "{" + ",".join(f"{json.dumps(key)}:{text}" for key, text in texts.items()) + "}"

@@ -29,7 +29,14 @@ import httpx
 from .. import __version__
 from ..errors import ServiceRejection
 from ..events import CallFinished, CallStarted
-from .http_outcome import classify_transport_error, decode_data, http_error_message
+from ..limits import DEFAULT_MAX_JSON_DEPTH, DEFAULT_MAX_RESPONSE_BYTES
+from .http_body import ACCEPT_ENCODING, BodyTooLarge, UnsupportedEncoding, read_body
+from .http_outcome import (
+    TooDeep,
+    classify_transport_error,
+    decode_data,
+    http_error_message,
+)
 from .http_request import (
     DEFAULT_REDACTED,
     REDACTED,
@@ -40,7 +47,7 @@ from .http_request import (
 )
 from .scope import CallScope, is_reattachable
 
-MAX_RESPONSE_BYTES = 10 * 1024 * 1024
+MAX_RESPONSE_BYTES = DEFAULT_MAX_RESPONSE_BYTES
 
 _KEY_HINT = (
     " Give the request idempotency: {header: 'Idempotency-Key', value: "
@@ -53,6 +60,14 @@ class _TooLarge(Exception):
 
     def __init__(self, response: httpx.Response) -> None:
         self.response = response
+
+
+class _Unreadable(Exception):
+    """The response body is in an encoding this client does not read."""
+
+    def __init__(self, response: httpx.Response, encoding: str) -> None:
+        self.response = response
+        self.encoding = encoding
 
 
 @functools.cache
@@ -80,11 +95,13 @@ class HttpService:
         default_timeout: float = 30.0,
         client: httpx.AsyncClient | None = None,
         max_response_bytes: int = MAX_RESPONSE_BYTES,
+        max_json_depth: int = DEFAULT_MAX_JSON_DEPTH,
     ) -> None:
         self.redact = tuple(name.lower() for name in redact)
         self.allow = HostAllowList(allow_hosts)
         self.default_timeout = default_timeout
         self.max_response_bytes = max_response_bytes
+        self.max_json_depth = max_json_depth
         self._owns_client = client is None
         self._client = client or httpx.AsyncClient(
             trust_env=False,
@@ -93,7 +110,9 @@ class HttpService:
             # No cookie jar: each request carries exactly the headers the script wrote and
             # the journal shows, whatever earlier responses set.
             cookies=CookieJar(policy=DefaultCookiePolicy(allowed_domains=[])),
-            headers={"User-Agent": f"woml-magic/{__version__}"},
+            # Only encodings read_body inflates with its size bounded (http_body.py).
+            headers={"User-Agent": f"woml-magic/{__version__}",
+                     "Accept-Encoding": ACCEPT_ENCODING},
         )
 
     async def aclose(self) -> None:
@@ -166,6 +185,8 @@ class HttpService:
             raise
         except _TooLarge as exc:
             raise self._too_large(req, exc.response, finish) from None
+        except _Unreadable as exc:
+            raise self._unreadable(req, exc, finish) from None
         except httpx.HTTPError as exc:
             outcome, reason = classify_transport_error(exc, req.timeout)
             message = f"{req.method} {req.shown_url}: {reason}"
@@ -184,7 +205,12 @@ class HttpService:
             finish(outcome="ambiguous", error=f"internal error while sending: {exc!r}")
             raise
 
-        data = decode_data(body, response.headers.get("content-type"), response.charset_encoding)
+        try:
+            data = decode_data(body, response.headers.get("content-type"),
+                               response.charset_encoding, max_depth=self.max_json_depth)
+        except TooDeep as exc:
+            raise self._too_deep(req, response, str(exc), finish) from None
+        del body
         headers = {name: response.headers[name] for name in response.headers}
         shown_headers = redact_headers(headers, self.redact)
         record = {"status": response.status_code, "headers": shown_headers, "data": data}
@@ -216,7 +242,8 @@ class HttpService:
         )
 
     async def _send(self, req: HttpRequest) -> tuple[httpx.Response, bytes]:
-        """Send and read the body, at most ``max_response_bytes`` of it (decoded)."""
+        """Send and read the body, at most ``max_response_bytes`` of it, counted after
+        decompression while it streams (http_body.py)."""
         async with self._client.stream(
             req.method,
             req.url,
@@ -227,14 +254,13 @@ class HttpService:
             declared = response.headers.get("content-length", "")
             if declared.isdigit() and int(declared) > self.max_response_bytes:
                 raise _TooLarge(response)
-            chunks: list[bytes] = []
-            size = 0
-            async for chunk in response.aiter_bytes():
-                size += len(chunk)
-                if size > self.max_response_bytes:
-                    raise _TooLarge(response)
-                chunks.append(chunk)
-        return response, b"".join(chunks)
+            try:
+                body = await read_body(response, self.max_response_bytes)
+            except BodyTooLarge:
+                raise _TooLarge(response) from None
+            except UnsupportedEncoding as exc:
+                raise _Unreadable(response, str(exc)) from None
+        return response, body
 
     def _too_large(
         self, req: HttpRequest, response: httpx.Response, finish: Callable[..., None]
@@ -257,4 +283,50 @@ class HttpService:
             "ResponseTooLargeError",
             message,
             {"status": response.status_code, "headers": headers, "limit": self.max_response_bytes},
+        )
+
+    def _finished_unread(
+        self, req: HttpRequest, response: httpx.Response, message: str,
+        finish: Callable[..., None],
+    ) -> dict[str, Any]:
+        """Journal a response whose body is not given to the script, as finished."""
+        headers = redact_headers(
+            {name: response.headers[name] for name in response.headers}, self.redact
+        )
+        finish(
+            outcome="response",
+            status=response.status_code,
+            response={"status": response.status_code, "headers": headers, "data": None},
+            error=message,
+        )
+        return headers
+
+    def _too_deep(
+        self, req: HttpRequest, response: httpx.Response, reason: str,
+        finish: Callable[..., None],
+    ) -> ServiceRejection:
+        """A JSON body nested deeper than ``max_json_depth`` (spec §4.5): the call is
+        finished (the server answered), the script gets a clear error."""
+        message = (
+            f"{req.method} {req.shown_url} answered {response.status_code} with {reason}; "
+            "the body is not given to the script"
+        )
+        headers = self._finished_unread(req, response, message, finish)
+        return ServiceRejection(
+            "ResponseTooDeepError",
+            message,
+            {"status": response.status_code, "headers": headers, "limit": self.max_json_depth},
+        )
+
+    def _unreadable(
+        self, req: HttpRequest, exc: _Unreadable, finish: Callable[..., None]
+    ) -> ServiceRejection:
+        response = exc.response
+        message = (
+            f"{req.method} {req.shown_url} answered {response.status_code} with a body in "
+            f"Content-Encoding {exc.encoding!r}; only {ACCEPT_ENCODING} and identity are read"
+        )
+        headers = self._finished_unread(req, response, message, finish)
+        return ServiceRejection(
+            "ResponseDecodeError", message, {"status": response.status_code, "headers": headers}
         )

@@ -15,11 +15,11 @@ definitive could let a retry repeat an effect (spec §4.2, fail closed).
 
 from __future__ import annotations
 
-import json
 from typing import Any, Literal
 
 import httpx
 
+from ..limits import DEFAULT_MAX_JSON_DEPTH, JSONLimitError, loads_limited
 from ..policy import format_duration
 
 Outcome = Literal["network-error", "ambiguous"]
@@ -107,12 +107,20 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
 
-def decode_data(body: bytes, content_type: str | None, charset: str | None) -> Any:
+class TooDeep(ValueError):
+    """A JSON body nested deeper than the limit (spec §4.5); the message says how deep."""
+
+
+def decode_data(
+    body: bytes, content_type: str | None, charset: str | None,
+    max_depth: int = DEFAULT_MAX_JSON_DEPTH,
+) -> Any:
     """The response's ``data``: parsed JSON for JSON content types, else text (spec §4.1).
 
     A JSON content type with a body that does not parse (empty, truncated, NaN) gives
     the text instead of an error: the server has already answered, and turning its
-    answer into a failure could make a retry repeat an effect it already had.
+    answer into a failure could make a retry repeat an effect it already had. A body
+    nested deeper than ``max_depth`` raises ``TooDeep`` (never ``RecursionError``).
     """
     try:
         text = body.decode(charset or "utf-8", errors="replace")
@@ -120,7 +128,9 @@ def decode_data(body: bytes, content_type: str | None, charset: str | None) -> A
         text = body.decode("utf-8", errors="replace")
     if is_json_type(content_type):
         try:
-            return json.loads(text, parse_constant=_reject_constant)
+            return loads_limited(text, max_depth=max_depth, what="a JSON body")
+        except JSONLimitError as exc:
+            raise TooDeep(str(exc)) from None
         except ValueError:
             return text
     return text

@@ -38,18 +38,26 @@ class StepCalls:
         Every ``CallFinished`` of ``step_id`` with a name, outcome ``response`` and a
         2xx status contributes its journaled response; later events win.
         """
-        calls = cls()
+        return cls.by_step(events).get(step_id) or cls()
+
+    @classmethod
+    def by_step(cls, events: Iterable[Event]) -> dict[str, StepCalls]:
+        """``from_events`` for every step at once: one pass over the run's events, so a
+        run of many steps does not read its whole history once per step (spec §4.5)."""
+        steps: dict[str, StepCalls] = {}
         for event in events:
             if (
                 isinstance(event, CallFinished)
-                and event.step_id == step_id
                 and event.name is not None
                 and event.outcome == "response"
                 and is_reattachable(event.status)
                 and isinstance(event.response, dict)
             ):
+                calls = steps.get(event.step_id)
+                if calls is None:
+                    calls = steps[event.step_id] = cls()
                 calls.reattach[event.name] = dict(event.response)
-        return calls
+        return steps
 
 
 @dataclass

@@ -1,0 +1,227 @@
+"""Limits on everything that crosses into the kernel (spec §4.5, §6.1).
+
+A script runs in its own process, but what it says (console lines, service-call
+arguments, its result) and what the kernel fetches for it (HTTP bodies), and the
+payload a user passes, all become memory in the kernel. Each is bounded here, and a
+breach names its limit::
+
+    limit                       default     what is refused
+    max_payload_bytes           10 MiB      a payload whose JSON text is larger (before the run)
+    max_json_depth              64          payloads, service-call arguments, results and
+                                            JSON response bodies nested deeper
+    max_call_args_bytes         1 MiB       one services.* call's arguments as JSON text
+    max_log_lines               1,000       console lines of one attempt (a "\\n" starts a line)
+    max_log_bytes               64 KiB      console text of one attempt, UTF-8 encoded
+    max_response_bytes          10 MiB      an HTTP response body, counted after decompression
+
+Depth counts containers: ``1`` and ``"a"`` have depth 0, ``[]`` and ``{}`` depth 1,
+``[[1]]`` depth 2.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from .errors import WomlLimitError
+
+DEFAULT_MAX_PAYLOAD_BYTES = 10 * 1024 * 1024
+DEFAULT_MAX_JSON_DEPTH = 64
+DEFAULT_MAX_CALL_ARGS_BYTES = 1024 * 1024
+DEFAULT_MAX_LOG_LINES = 1000
+DEFAULT_MAX_LOG_BYTES = 64 * 1024
+DEFAULT_MAX_RESPONSE_BYTES = 10 * 1024 * 1024
+
+#: The largest ``max_json_depth`` allowed: Python's own JSON reader and writer recurse,
+#: and the kernel must never meet a ``RecursionError`` (its default limit is 1,000).
+MAX_JSON_DEPTH_LIMIT = 512
+
+
+@dataclass(frozen=True)
+class Limits:
+    """The limits of one run (see the module docstring; spec §4.5, §6.1)."""
+
+    max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES
+    max_json_depth: int = DEFAULT_MAX_JSON_DEPTH
+    max_call_args_bytes: int = DEFAULT_MAX_CALL_ARGS_BYTES
+    max_log_lines: int = DEFAULT_MAX_LOG_LINES
+    max_log_bytes: int = DEFAULT_MAX_LOG_BYTES
+    max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES
+
+    def __post_init__(self) -> None:
+        for name in ("max_payload_bytes", "max_call_args_bytes", "max_log_lines",
+                     "max_log_bytes", "max_response_bytes"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name}={value!r} is not allowed; it must be a positive integer")
+        depth = self.max_json_depth
+        if isinstance(depth, bool) or not isinstance(depth, int) \
+                or not 1 <= depth <= MAX_JSON_DEPTH_LIMIT:
+            raise ValueError(
+                f"max_json_depth={depth!r} is not allowed; use 1 to {MAX_JSON_DEPTH_LIMIT}"
+            )
+
+
+def json_depth(value: Any, stop_after: int | None = None) -> int:
+    """How deeply ``value`` (parsed JSON) nests containers, without recursing.
+
+    Stops counting once ``stop_after`` is passed (returns ``stop_after + 1``), so a
+    hostile value costs at most what it takes to find that out.
+    """
+    deepest = 0
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            children: Any = item.values()
+        elif isinstance(item, (list, tuple)):
+            children = item
+        else:
+            continue
+        depth += 1
+        if depth > deepest:
+            deepest = depth
+            if stop_after is not None and deepest > stop_after:
+                return deepest
+        for child in children:
+            if isinstance(child, (dict, list, tuple)):
+                stack.append((child, depth))
+    return deepest
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+class JSONLimitError(ValueError):
+    """A JSON text breaks a size or depth limit; ``limit`` names it."""
+
+    def __init__(self, message: str, limit: str) -> None:
+        super().__init__(message)
+        self.limit = limit
+
+
+def loads_limited(
+    text: str | bytes, *, max_depth: int, what: str,
+    max_bytes: int | None = None, bytes_limit_name: str = "max_bytes",
+) -> Any:
+    """Parse strict JSON (no NaN or Infinity) that is no larger or deeper than allowed.
+
+    Raises ``JSONLimitError`` (a ``ValueError``) naming the limit, or ``ValueError``
+    for text that is not JSON. Never raises ``RecursionError``: Python's reader
+    recurses, so a text deeper than the interpreter allows is reported as too deep.
+    """
+    if max_bytes is not None:
+        size = len(text) if isinstance(text, bytes) else _utf8_size(text, max_bytes)
+        if size > max_bytes:
+            raise JSONLimitError(
+                f"{what}: {size} bytes of JSON; the limit is {max_bytes} bytes "
+                f"({bytes_limit_name})", bytes_limit_name,
+            )
+    try:
+        value = json.loads(text, parse_constant=_reject_constant)
+    except RecursionError:
+        raise JSONLimitError(
+            f"{what}: nested more than {max_depth} levels deep; the limit is {max_depth} "
+            "(max_json_depth)", "max_json_depth",
+        ) from None
+    depth = json_depth(value, max_depth)
+    if depth > max_depth:
+        raise JSONLimitError(
+            f"{what}: nested more than {max_depth} levels deep; the limit is {max_depth} "
+            "(max_json_depth)", "max_json_depth",
+        )
+    return value
+
+
+def _utf8_size(text: str, cap: int) -> int:
+    """UTF-8 size of ``text``; a text that is surely over ``cap`` is not encoded."""
+    if len(text) > cap:
+        return len(text) if text.isascii() else max(len(text), cap + 1)
+    return len(text.encode("utf-8", "surrogatepass"))
+
+
+def check_payload_limits(
+    payload: Any,
+    max_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES,
+    max_depth: int = DEFAULT_MAX_JSON_DEPTH,
+) -> str:
+    """Refuse a payload too deep or too large before anything runs (spec §4.5, §6.1).
+
+    Returns the payload's JSON text (compact, UTF-8 counted) so the caller need not
+    encode it again. Raises ``WomlLimitError`` naming the limit, or ``TypeError`` /
+    ``ValueError`` for a value that is not JSON (as ``json.dumps`` does). The depth is
+    checked first, without recursing, so a 100,000-deep list is refused in
+    microseconds, never with a ``RecursionError``.
+    """
+    depth = json_depth(payload, max_depth)
+    if depth > max_depth:
+        if _has_cycle(payload):
+            raise ValueError("the payload contains a circular reference")
+        raise WomlLimitError(
+            f"the payload is nested more than {max_depth} levels deep; the limit is "
+            f"{max_depth} (max_json_depth)",
+            limit="max_json_depth", value=depth, allowed=max_depth,
+        )
+    _check_size_cheaply(payload, max_bytes)
+    text = json.dumps(payload, allow_nan=False, ensure_ascii=False, separators=(",", ":"))
+    size = len(text.encode("utf-8", "surrogatepass"))
+    if size > max_bytes:
+        raise WomlLimitError(
+            f"the payload's JSON text is {size} bytes; the limit is {max_bytes} bytes "
+            "(max_payload_bytes)",
+            limit="max_payload_bytes", value=size, allowed=max_bytes,
+        )
+    return text
+
+
+def _has_cycle(value: Any) -> bool:
+    """Whether a container holds itself, directly or not (iterative depth-first walk)."""
+    on_path: set[int] = set()
+    done: set[int] = set()
+    stack: list[tuple[Any, bool]] = [(value, False)]
+    while stack:
+        item, leaving = stack.pop()
+        if leaving:
+            on_path.discard(id(item))
+            done.add(id(item))
+            continue
+        if not isinstance(item, (dict, list, tuple)) or id(item) in done:
+            continue
+        if id(item) in on_path:
+            return True
+        on_path.add(id(item))
+        stack.append((item, True))
+        children = item.values() if isinstance(item, dict) else item
+        stack.extend((child, False) for child in children)
+    return False
+
+
+def _check_size_cheaply(payload: Any, max_bytes: int) -> None:
+    """Refuse a payload surely over ``max_bytes`` before encoding it (a lower bound)."""
+    total = 0
+    stack = [payload]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            total += len(item) + 2
+        elif isinstance(item, (bytes, bytearray)):
+            total += len(item)
+        elif isinstance(item, dict):
+            total += 2 + len(item)
+            for key, child in item.items():
+                total += len(key) + 2 if isinstance(key, str) else 1
+                stack.append(child)
+        elif isinstance(item, (list, tuple)):
+            total += 2 + len(item)
+            stack.extend(item)
+        else:
+            total += 1
+        if total > max_bytes:
+            raise WomlLimitError(
+                f"the payload's JSON text is more than {max_bytes} bytes; the limit is "
+                f"{max_bytes} bytes (max_payload_bytes)",
+                limit="max_payload_bytes", value=total, allowed=max_bytes,
+            )
+
