@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 BENCH = Path(__file__).resolve().parent
-MODULES = ["parse", "worker", "engine", "http_calls", "journal", "timeline", "cell"]
+MODULES = ["parse", "worker", "engine", "http_calls", "journal", "timeline", "cell", "steps"]
 
 
 def _load(name: str) -> Any:

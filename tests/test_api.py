@@ -175,3 +175,47 @@ def test_runs_from_many_threads_share_one_loop_and_all_finish() -> None:
     for t in threads:
         t.join(60)
     assert results == ["succeeded"] * 4
+
+
+# -- spec §4.5, §6.1: the payload is bounded before anything runs ---------------------------
+
+
+def _nested(depth: int) -> list[object]:
+    top: list[object] = []
+    cur = top
+    for _ in range(depth - 1):
+        inner: list[object] = []
+        cur.append(inner)
+        cur = inner
+    return top
+
+
+@pytest.mark.parametrize(
+    ("payload", "limit"),
+    [(_nested(3000), "max_json_depth"), ({"blob": "x" * (11 << 20)}, "max_payload_bytes")],
+    ids=["3000-deep", "11-MiB"],
+)
+def test_a_payload_over_a_limit_is_refused_naming_it_and_nothing_is_journaled(
+    payload: object, limit: str, tmp_path: Path
+) -> None:
+    from woml_magic.errors import WomlLimitError
+
+    path = tmp_path / "j.sqlite3"
+    with pytest.raises(WomlLimitError, match=limit) as caught:
+        wm.run(DOC, payload=payload, clock="simulated", journal=str(path), run_id="big")
+    assert caught.value.limit == limit
+    with Journal(path) as jr:
+        assert not jr.has_run("big")
+
+
+def test_the_payload_limits_come_from_the_run_config() -> None:
+    from woml_magic.engine import EngineConfig
+    from woml_magic.errors import WomlLimitError
+    from woml_magic.limits import Limits
+
+    small = EngineConfig(limits=Limits(max_payload_bytes=10, max_json_depth=2))
+    with pytest.raises(WomlLimitError, match="max_payload_bytes"):
+        wm.run(DOC, payload="x" * 20, clock="simulated", config=small)
+    with pytest.raises(WomlLimitError, match="max_json_depth"):
+        wm.run(DOC, payload=[[[1]]], clock="simulated", config=small)
+    assert wm.run(DOC, payload=[1], clock="simulated", config=small).status == "succeeded"

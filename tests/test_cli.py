@@ -152,3 +152,24 @@ def test_the_woml_script_is_the_same_command_line(tmp_path: Path) -> None:
                          check=False)
     assert out.returncode == 0, out.stderr
     assert "charge: 4 attempts, exponential; waits 1s, 2s, 4s" in out.stdout
+
+
+@pytest.mark.parametrize(
+    ("payload", "says"),
+    [
+        ("[" * 3000 + "]" * 3000, "nested too deeply to read; the limit is 64 levels"),
+        ("[" * 100 + "]" * 100, "nested more than 64 levels deep; the limit is 64"),
+    ],
+    ids=["3000-deep", "100-deep"],
+)
+def test_run_refuses_a_too_deep_payload_in_one_line(
+    payload: str, says: str, tmp_path: Path
+) -> None:
+    # spec §4.5: refused before anything runs, a sentence naming the limit, no traceback.
+    doc = tmp_path / "doc.xml"
+    doc.write_text('<step id="a"><script>return 1;</script></step>')
+    out = woml("run", "--simulate", "--payload", payload, str(doc))
+    assert out.returncode == 1
+    assert says in out.stderr
+    assert "max_json_depth" in out.stderr
+    assert "Traceback" not in out.stderr

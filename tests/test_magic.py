@@ -254,6 +254,20 @@ def test_resume_refuses_a_clock_option_that_conflicts_naming_both(ip: Interactiv
         woml(ip, "--clock real --resume sim", SUCCEEDS)
 
 
+def test_a_payload_over_its_limit_is_a_usage_error_naming_the_limit(
+    ip: InteractiveShell,
+) -> None:
+    # spec §4.5, §6.1: refused before anything runs; configurable like the other limits.
+    ip.user_ns["data"] = {"blob": "x" * 100}
+    ip.run_line_magic("config", "Woml.max_payload_bytes = 50")
+    with pytest.raises(UsageError, match=r"--payload data: .*max_payload_bytes"):
+        woml(ip, "--simulate --payload data", SUCCEEDS)
+    ip.run_line_magic("config", "Woml.max_json_depth = 2")
+    ip.user_ns["data"] = [[[1]]]
+    with pytest.raises(UsageError, match=r"--payload data: .*max_json_depth"):
+        woml(ip, "--simulate --payload data", SUCCEEDS)
+
+
 def test_no_timeline_returns_the_run_rendered_statically(ip: InteractiveShell) -> None:
     run = woml(ip, "--simulate --no-timeline", SUCCEEDS)
     data = displayed(ip, run)

@@ -91,6 +91,7 @@ def _run(args: argparse.Namespace) -> int:
 
     from .api import run
     from .errors import WomlError
+    from .limits import DEFAULT_MAX_JSON_DEPTH
     from .timeline import render_text
 
     text = _read(args, "run")
@@ -100,6 +101,11 @@ def _run(args: argparse.Namespace) -> int:
         payload = None if args.payload is None else json.loads(args.payload)
     except ValueError as exc:
         print(f"woml run: --payload is not JSON: {exc}", file=sys.stderr)
+        return 1
+    except RecursionError:
+        # spec §4.5: refused before anything runs, never a traceback.
+        print("woml run: --payload is nested too deeply to read; the limit is "
+              f"{DEFAULT_MAX_JSON_DEPTH} levels (max_json_depth)", file=sys.stderr)
         return 1
     try:
         result = run(text, payload=payload, clock="simulated" if args.simulate else "real",

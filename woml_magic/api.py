@@ -24,6 +24,7 @@ from .clock import make_clock
 from .engine import Engine, EngineConfig, check_scripts
 from .errors import WomlError, WomlRunError
 from .events import EventSink
+from .limits import Limits, check_payload_limits
 from .model import Run, Workflow
 from .runloop import RunTask, run_loop
 from .runtime.pool import WorkerPool
@@ -66,15 +67,19 @@ def _as_workflow(text_or_workflow: str | Workflow) -> Workflow:
     return parse(text_or_workflow)
 
 
-def check_payload(payload: Any) -> Any:
-    """Return ``payload`` if it is JSON-serialisable, else raise ``WomlRunError`` (spec §6.1)."""
+def check_payload(payload: Any, limits: Limits | None = None) -> Any:
+    """Return ``payload`` as the JSON value the run will see, or raise before anything
+    runs (spec §6.1): ``WomlLimitError`` naming the limit when it is too deep or too
+    large (spec §4.5), ``WomlRunError`` when it is not JSON."""
+    lim = limits or Limits()
     try:
-        return json.loads(json.dumps(payload, allow_nan=False))
+        text = check_payload_limits(payload, lim.max_payload_bytes, lim.max_json_depth)
     except (TypeError, ValueError) as exc:
         raise WomlRunError(
             f"the payload must be a JSON value (dict, list, str, int, float, bool or None): "
             f"{exc}"
         ) from None
+    return json.loads(text)
 
 
 @contextlib.contextmanager
@@ -171,7 +176,9 @@ async def _execute(
                     f"run id {rid!r} is already in the journal {jr.path}; pick another id, "
                     f"or continue it with resume={rid!r}"
                 )
-            run = Run(id=rid, workflow=workflow, clock=clock, payload=check_payload(payload))
+            limits = config.limits if config is not None else None
+            run = Run(id=rid, workflow=workflow, clock=clock,
+                      payload=check_payload(payload, limits))
             engine = Engine(run, make_clock(clock), pool=pool, sinks=[jr, *sinks],
                             config=config)
         if on_engine is not None:

@@ -311,7 +311,7 @@ class WomlMagics(Magics):
                 f"--payload {expr}: evaluating it raised {type(exc).__name__}: {exc}"
             ) from None
         try:
-            return api.check_payload(value)
+            return api.check_payload(value, self.settings.limits())
         except WomlRunError as exc:
             raise UsageError(f"--payload {expr}: {exc}") from None
 
@@ -339,6 +339,7 @@ class WomlMagics(Magics):
             max_result_bytes=s.max_result_bytes,
             redact_headers=tuple(s.redact_headers),
             http_allow=None if s.http_allow is None else tuple(s.http_allow),
+            limits=s.limits(),
         )
 
     def display_run(self, run: Run) -> None:
