@@ -325,6 +325,17 @@ def test_spec_2_2_unknown_attribute_far_from_all_lists_the_allowed_ones(attribut
 # --- spec §2.3: children of <step> -----------------------------------------------------------
 
 
+@pytest.mark.parametrize("depth", [33, 300, 5000])
+def test_deep_nesting_is_refused_with_a_sentence_not_an_lxml_option(depth: int) -> None:
+    # spec §2.5: errors teach; lxml alone would say "use XML_PARSE_HUGE option" at 256.
+    cell = '<step id="s"><script>x</script>' + "<x>" * depth + "</x>" * depth + "</step>"
+    with pytest.raises(WomlSyntaxError, match="nested more than 32 levels deep") as info:
+        parse(cell)
+    assert "XML_PARSE_HUGE" not in str(info.value)
+    assert info.value.line == 1
+
+
+
 @pytest.mark.parametrize(
     ("cell", "line", "value"),
     [
@@ -556,9 +567,9 @@ def test_spec_2_5_xml_errors_are_sentences_with_positions(
         assert exc.column == column
 
 
-def test_spec_2_5_deep_nesting_is_refused_by_the_xml_layer_not_a_crash() -> None:
+def test_spec_2_5_deep_nesting_is_refused_with_a_sentence_not_a_crash() -> None:
     exc = error('<workflow id="w">' + "<x>" * 300 + "</x>" * 300 + "</workflow>")
-    assert "not well-formed XML" in exc.message
+    assert "elements are nested more than 32 levels deep here" in exc.message
 
 
 # --- spec §2.5: limits and XML attacks -------------------------------------------------------

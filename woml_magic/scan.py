@@ -22,6 +22,10 @@ from .errors import WomlSyntaxError
 #: spec §2.5: documents over 1 MiB of UTF-8 or over 10,000 steps are refused.
 MAX_BYTES = 1 << 20
 MAX_STEPS = 10_000
+#: How deeply elements may nest. A WOML document nests three levels (<workflow>,
+#: <step>, <script>); anything far deeper is a mistake, refused here with a sentence
+#: before lxml would refuse it at 256 with "use XML_PARSE_HUGE option".
+MAX_NESTING = 32
 #: spec §2.2: a step or workflow id.
 ID = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,63}")
 
@@ -199,6 +203,12 @@ def scan_markup(text: str, loc: Locator) -> Scan:
             pos = close.end()
         elif not self_closing:
             stack.append(len(tags) - 1)
+            if len(stack) > MAX_NESTING:
+                raise loc.error(
+                    lt,
+                    f"elements are nested more than {MAX_NESTING} levels deep here; a WOML "
+                    "document nests <workflow>, <step> and <script> only (spec §2.1)",
+                )
     if stack:
         open_tag = tags[stack[-1]]
         raise loc.error(
