@@ -235,3 +235,23 @@ def test_a_background_run_shown_again_while_it_goes_on_is_live_then_static(
     assert final is not None, "the live output never became the static timeline"
     assert "succeeded" in final["content"]["data"]["text/plain"]
     assert kernel.run("print(r.status)") == "succeeded\n"
+
+
+def test_a_background_run_ended_by_a_later_cell_is_static_in_the_saved_notebook(
+    tmp_path: Path,
+) -> None:
+    # The run ends on the run loop, whose update carries the starting cell's header;
+    # nbclient (nbconvert --execute) only follows the cell executing now, so the
+    # update is repeated after that cell (spec §6.3: the export shows the SVG).
+    nb = execute(tmp_path, [
+        "%load_ext woml_magic\n%config Woml.journal = ':memory:'",
+        f"%%woml --background --run-id bg-save\n{LONG_WAIT}",
+        "import time; time.sleep(0.5)\n%woml cancel bg-save",
+        "print('after')",
+    ])
+    outputs = nb.cells[1].outputs
+    assert len(outputs) == 1, outputs
+    assert WIDGET_VIEW not in outputs[0].data
+    assert 'data-run="bg-save"' in outputs[0].data["text/html"]
+    assert 'data-status="failed"' in outputs[0].data["text/html"]
+    assert "cancelled" in outputs[0].data["text/plain"]

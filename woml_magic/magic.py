@@ -200,9 +200,13 @@ class WomlMagics(Magics):
         """Display the live timeline of ``handle``'s run (spec §6.3); it becomes the
         static timeline when the run ends."""
         view = LiveView.show(handle, on_cancel=handle.cancel if cancellable else None)
-        self._views = [v for v in self._views if not v.finished]
         self._views.append(view)
         return view
+
+    def settle_views(self, *_result: Any) -> None:
+        """After every cell: repeat the final update of live views whose run has ended,
+        under this cell's header, then forget them (see ``LiveView.settle``)."""
+        self._views = [v for v in self._views if not v.settle()]
 
     # -- %woml ----------------------------------------------------------------------
 
@@ -470,6 +474,7 @@ def load_ipython_extension(shell: Any) -> None:
     shell.register_magics(magics)
     shell.configurables.append(magics.settings)
     shell.display_formatter.ipython_display_formatter.for_type(Run, magics.display_run)
+    shell.events.register("post_run_cell", magics.settle_views)
 
 
 def unload_ipython_extension(shell: Any) -> None:
@@ -479,6 +484,8 @@ def unload_ipython_extension(shell: Any) -> None:
     if not isinstance(magics, WomlMagics):
         return
     magics.close()
+    with contextlib.suppress(ValueError):  # not registered: loaded by an older version
+        shell.events.unregister("post_run_cell", magics.settle_views)
     for kind in ("line", "cell"):
         manager.magics[kind].pop("woml", None)
     if magics.settings in shell.configurables:

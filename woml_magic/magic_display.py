@@ -47,6 +47,7 @@ class LiveView:
         self.widget, self.output, self.run = widget, output, run
         self._lock = threading.Lock()
         self._finished = False
+        self._settled = False
 
     @classmethod
     def show(cls, handle: RunHandle, *, on_cancel: Callable[[], None] | None) -> LiveView:
@@ -97,8 +98,29 @@ class LiveView:
             if self._finished:
                 return
             self._finished = True
+            # From the kernel's main thread the update already carries the header of
+            # the cell executing now; from the run loop it may not (see ``settle``).
+            self._settled = threading.current_thread() is threading.main_thread()
         self.output.update(static_bundle(self.run), raw=True)
         self.widget.close()
+
+    def settle(self) -> bool:
+        """Send the final update once more from the kernel's main thread, after a cell.
+
+        ``finish`` runs on the run loop when a background run ends, and its update
+        carries the parent header of the cell that *started* the run. JupyterLab
+        applies it, but a client that only follows the cell executing now (nbclient,
+        hence ``nbconvert --execute``) drops it, and its saved output would keep the
+        widget view with no static timeline offline. Called after each cell (IPython's
+        ``post_run_cell``), this repeats the update under that cell's header.
+        Returns whether the view is finished and settled (nothing more to do).
+        """
+        if not self._finished:
+            return False
+        if not self._settled:
+            self._settled = True
+            self.output.update(static_bundle(self.run), raw=True)
+        return True
 
 
 class RunTable:

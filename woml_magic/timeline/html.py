@@ -113,9 +113,12 @@ def _style() -> str:
         f"{r} .woml-planned .woml-bar,{r} .woml-legend .woml-planned-swatch"
         f"{{stroke:{_var('muted')};fill:none}}",
         f"{r} .woml-seg[tabindex]{{cursor:pointer;outline:none}}",
-        f"{r} .woml-seg:focus-visible .woml-bar,{r} .woml-seg.woml-selected .woml-bar"
+        f"{r} .woml-seg:focus-visible .woml-bar"
         f"{{stroke:{_var('focus')};stroke-width:3px;paint-order:stroke}}",
-        f"{r} .woml-seg.woml-selected .woml-label{{font-weight:bold}}",
+        # Selected: a ring around the bar (stroke on top, 2px outside even a 3px-wide
+        # bar), and its label bold and underlined: not colour alone.
+        f"{r} .woml-seg.woml-selected .woml-bar{{stroke:{_var('focus')};stroke-width:4px}}",
+        f"{r} .woml-seg.woml-selected .woml-label{{font-weight:bold;text-decoration:underline}}",
         f"{r} .woml-steps{{margin-top:6px}}",
         f"{r} .woml-step{{margin:6px 0;padding-top:4px;border-top:1px solid {_var('grid')}}}",
         f"{r} details.woml-attempt-details{{margin:2px 0 2px 12px}}",
@@ -272,7 +275,7 @@ def _segment(rid: str, lane: Lane, d: Drawn) -> str:
             f'<rect class="woml-bar woml-wait-bar" x="{_num(d.x0)}" y="{_num(y)}"'
             f' width="{_num(w)}" height="{BAR_H}" fill="transparent"/>'
             f'<line class="woml-wait-line" x1="{_num(d.x0)}" y1="{_num(ly)}" x2="{_num(d.x1)}"'
-            f' y2="{_num(ly)}" stroke="{TEXT_MUTED}" stroke-width="1.5"{dash}/>'
+            f' y2="{_num(ly)}" stroke="{TEXT_MUTED}" stroke-width="2"{dash}/>'
             f'<line class="woml-wait-line" x1="{_num(d.x1)}" y1="{_num(ly - 5)}"'
             f' x2="{_num(d.x1)}" y2="{_num(ly + 2)}" stroke="{TEXT_MUTED}"/>'
         )
