@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from browser import session
 from timeline_runs import waiting
 
 import woml_magic as wm
@@ -147,15 +148,10 @@ def page_html(body: str, theme: str = "light") -> str:
 
 
 @pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    if not Path(CHROMIUM).exists() and os.environ.get("CI") != "true":
-        pytest.skip(f"{CHROMIUM} is not installed (CI must have it)")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as pw:
-        b = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield b
-        b.close()
+def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    # One Playwright (sync API) per process: the session's Chromium, shared with the
+    # Jupyter browser tests (a second sync_playwright() in the same process fails).
+    yield from session.chromium(session.home(tmp_path_factory))
 
 
 @pytest.fixture
