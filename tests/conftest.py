@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import os
 from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -50,3 +52,41 @@ def _close_leftover_event_loop() -> Iterator[None]:
         if not loop.is_closed():
             loop.close()
         asyncio.set_event_loop(None)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Browser tests run last, in their own order.
+
+    Playwright's sync API keeps an asyncio loop running on the main thread for as long
+    as its session is open (one for all browser modules, below); a test after it that
+    calls ``asyncio.run`` would fail with "cannot be called from a running event loop".
+    """
+    items.sort(key=lambda item: item.get_closest_marker("browser") is not None)
+
+
+# -- the browser session, shared by every browser test module ------------------------------
+# One Playwright (sync API) and one Chromium per process, one JupyterLab and one
+# Notebook 7 server; each notebook runs once (tests/browser/session.py).
+
+
+@pytest.fixture(scope="session")
+def browser_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from browser import session
+
+    return session.home(tmp_path_factory)
+
+
+@pytest.fixture(scope="session")
+def chromium(browser_home: Path) -> Iterator[Any]:
+    """One headless Chromium (/usr/bin/chromium) for the whole session."""
+    from browser import session
+
+    yield from session.chromium(browser_home)
+
+
+@pytest.fixture(scope="session")
+def frontends(chromium: Any, browser_home: Path, request: pytest.FixtureRequest) -> Iterator[Any]:
+    """Notebook pages after Run All, shared by the tests (each notebook runs once)."""
+    from browser import session
+
+    yield from session.frontends(chromium, browser_home, request)

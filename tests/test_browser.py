@@ -22,13 +22,12 @@ import os
 import re
 import statistics
 import time
-from collections.abc import Iterator
 from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
 import pytest
-from browser import frontend, scratch, session
+from browser import frontend, scratch
 from browser.servers import JupyterServer
 from browser.session import Frontends
 
@@ -48,25 +47,6 @@ LIVE_STATUSES = {"running", "pending", "waiting"}
 #: What wraps a live (widget) view of a run in the page.
 LIVE_WIDGET = ".jupyter-widgets, .woml-widget"
 PX = 1.5  # tolerance for positions read from the page (sub-pixel rounding, strokes)
-
-
-@pytest.fixture(scope="session")
-def browser_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return session.home(tmp_path_factory)
-
-
-@pytest.fixture(scope="session")
-def chromium(browser_home: Path) -> Iterator[Any]:
-    """One headless Chromium (/usr/bin/chromium) for the whole session."""
-    yield from session.chromium(browser_home)
-
-
-@pytest.fixture(scope="session")
-def frontends(
-    chromium: Any, browser_home: Path, request: pytest.FixtureRequest
-) -> Iterator[Frontends]:
-    """Notebook pages after Run All, shared by the tests (each notebook runs once)."""
-    yield from session.frontends(chromium, browser_home, request)
 
 
 @pytest.fixture(scope="session")

@@ -15,13 +15,12 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import nbformat
 import pytest
-from browser import frontend, scratch, session
+from browser import frontend, scratch
 from browser.servers import isolated_env
 from browser.session import Frontends
 
@@ -44,25 +43,6 @@ nb = nbformat.read(path, as_version=4)
 NotebookClient(nb, timeout=120, kernel_name="python3").execute()
 nbformat.write(nb, path)
 """
-
-
-@pytest.fixture(scope="session")
-def browser_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return session.home(tmp_path_factory)
-
-
-@pytest.fixture(scope="session")
-def chromium(browser_home: Path) -> Iterator[Any]:
-    """The browser session's Chromium (shared with test_browser.py)."""
-    yield from session.chromium(browser_home)
-
-
-@pytest.fixture(scope="session")
-def frontends(
-    chromium: Any, browser_home: Path, request: pytest.FixtureRequest
-) -> Iterator[Frontends]:
-    """The browser session's JupyterLab pages (shared with test_browser.py)."""
-    yield from session.frontends(chromium, browser_home, request)
 
 
 def execute(path: Path, home: Path) -> nbformat.NotebookNode:

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import child_pids
 
 import woml_magic as wm
 from woml_magic.errors import WomlLimitError, WomlRunError
@@ -60,21 +61,6 @@ class PeakRss:
 
     def __exit__(self, *exc: object) -> None:
         self.growth_mib = (_status("VmHWM") - self.before) / 1024
-
-
-def children() -> set[int]:
-    me = str(os.getpid())
-    found: set[int] = set()
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            fields = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if fields[1] == me and fields[0] != "Z":
-            found.add(int(entry))
-    return found
 
 
 async def no_services(name: str, args: list[Any]) -> Any:
@@ -347,13 +333,13 @@ def test_anything_unexpected_from_the_worker_is_crash_and_replaces_it(
 ) -> None:
     fake = fake_worker(monkeypatch, tmp_path, BROKEN_CHILDREN[name])
     try:
-        before = set(children())
+        before = set(child_pids())
         result, _ = attempt(fake, "return 1")
         assert result.outcome == "crash", result
         assert result.error_name == "WorkerProtocolError"
         assert "fails closed" in (result.error_message or "")
         assert fake.pid is None  # killed, to be replaced on next use
-        assert not (children() - before)
+        assert not (child_pids() - before)
     finally:
         fake.kill()
 
@@ -655,14 +641,14 @@ def test_context_steps_is_frozen_and_complete(worker: ScriptWorker) -> None:
 
 
 def test_no_worker_outlives_its_owner() -> None:
-    before = children()
+    before = child_pids()
     w = ScriptWorker()
     asyncio.run(w.start())
     pid = w.pid
-    assert pid in children()
+    assert pid in child_pids()
     w.kill()
-    assert pid not in children()
-    assert children() - before == set()
+    assert pid not in child_pids()
+    assert child_pids() - before == set()
 
 
 # ---- more tricks ---------------------------------------------------------------------
@@ -728,13 +714,13 @@ def test_odd_values_end_the_attempt_as_they_really_end(
 
 
 def test_a_script_spinning_forever_ends_at_its_timeout_and_the_next_run_is_fine() -> None:
-    before = children()
+    before = child_pids()
     run = wm.run(step("console.log('spin'); while (true) {}", timeout="300ms"),
                  clock="simulated")
     assert run.steps["s"].attempts[0].outcome == "timeout"
     again = wm.run(step(HONEST), clock="simulated")
     assert again.steps["s"].attempts[0].outcome == "threw"
-    assert len(children() - before) <= 2  # the warm pool, nothing more
+    assert len(child_pids() - before) <= 2  # the warm pool, nothing more
 
 
 def test_reading_every_step_is_refused_past_the_memory_limit(worker: ScriptWorker) -> None:

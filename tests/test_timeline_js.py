@@ -33,18 +33,6 @@ from woml_magic.timeline._layout import format_time
 
 pytestmark = pytest.mark.browser
 
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-dev-shm-usage",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 THEMES = Path(sys.prefix) / "share/jupyter/lab/themes/@jupyterlab"
 PLAY_SECONDS = 6.0  # timeline.js PLAY_MS
 
