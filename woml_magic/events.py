@@ -46,7 +46,15 @@ class Event:
         return data
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
+class StepEvent(Event):
+    """An event of one step: it always names the step (keyword-only, no default, so an
+    event without its step id is an error where it is made, not a silent ``""``)."""
+
+    step_id: str
+
+
+@dataclass(frozen=True, kw_only=True)
 class RunStarted(Event):
     """A new run: the document it runs and how (spec §5.2)."""
 
@@ -58,7 +66,7 @@ class RunStarted(Event):
     source: str = ""  # the document text, so a past run can be shown from the journal
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class RunResumed(Event):
     """A journaled run is executed again (spec §5.3)."""
 
@@ -66,43 +74,39 @@ class RunResumed(Event):
     retry_interrupted: bool = False
 
 
-@dataclass(frozen=True)
-class StepStarted(Event):
+@dataclass(frozen=True, kw_only=True)
+class StepStarted(StepEvent):
     kind: ClassVar[str] = "step-started"
-    step_id: str = ""
     idempotency_key: str = ""
 
 
-@dataclass(frozen=True)
-class AttemptStarted(Event):
+@dataclass(frozen=True, kw_only=True)
+class AttemptStarted(StepEvent):
     """Committed before the script proceeds (spec §5.2)."""
 
     kind: ClassVar[str] = "attempt-started"
-    step_id: str = ""
     number: int = 1
     idempotency_key: str = ""
 
 
-@dataclass(frozen=True)
-class LogEmitted(Event):
+@dataclass(frozen=True, kw_only=True)
+class LogEmitted(StepEvent):
     """One line of ``console`` output from a running attempt (spec §4.4)."""
 
     kind: ClassVar[str] = "log"
-    step_id: str = ""
     number: int = 1
     level: str = "log"
     text: str = ""
 
 
-@dataclass(frozen=True)
-class CallStarted(Event):
+@dataclass(frozen=True, kw_only=True)
+class CallStarted(StepEvent):
     """A ``services.http.request`` call leaves; committed before the request (spec §5.2).
 
     ``request_headers`` are already redacted (spec §4.1).
     """
 
     kind: ClassVar[str] = "call-started"
-    step_id: str = ""
     number: int = 1
     call_index: int = 0
     name: str | None = None
@@ -113,8 +117,8 @@ class CallStarted(Event):
     idempotency_value: str | None = None
 
 
-@dataclass(frozen=True)
-class CallFinished(Event):
+@dataclass(frozen=True, kw_only=True)
+class CallFinished(StepEvent):
     """A call ended: a response, a network error, or an ambiguous outcome (spec §4.1).
 
     For a response, ``response`` holds ``{status, headers, data}`` (headers redacted)
@@ -122,7 +126,6 @@ class CallFinished(Event):
     """
 
     kind: ClassVar[str] = "call-finished"
-    step_id: str = ""
     number: int = 1
     call_index: int = 0
     name: str | None = None
@@ -133,12 +136,11 @@ class CallFinished(Event):
     error: str | None = None
 
 
-@dataclass(frozen=True)
-class AttemptFinished(Event):
+@dataclass(frozen=True, kw_only=True)
+class AttemptFinished(StepEvent):
     """An attempt's single outcome (spec §3.2) and why it did or did not retry."""
 
     kind: ClassVar[str] = "attempt-finished"
-    step_id: str = ""
     number: int = 1
     outcome: str = "succeeded"
     result: JSON = None
@@ -146,27 +148,25 @@ class AttemptFinished(Event):
     explanation: str = ""
 
 
-@dataclass(frozen=True)
-class WaitScheduled(Event):
+@dataclass(frozen=True, kw_only=True)
+class WaitScheduled(StepEvent):
     """The engine waits before the next attempt (spec §3.1); ``due`` is on the run's clock."""
 
     kind: ClassVar[str] = "wait-scheduled"
-    step_id: str = ""
     after_attempt: int = 1
     seconds: float = 0.0
     due: float = 0.0
 
 
-@dataclass(frozen=True)
-class StepFinished(Event):
+@dataclass(frozen=True, kw_only=True)
+class StepFinished(StepEvent):
     kind: ClassVar[str] = "step-finished"
-    step_id: str = ""
     status: str = "succeeded"  # succeeded | failed | failed-closed | reattached | not-run
     result: JSON = None
     reason: str | None = None  # why it ended without an attempt saying so (a cancelled wait)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class RunFinished(Event):
     kind: ClassVar[str] = "run-finished"
     status: str = "succeeded"  # succeeded | failed

@@ -1,0 +1,36 @@
+"""Events are data (spec §5.2, STYLE 4): what an event must say is checked where it is made."""
+
+from __future__ import annotations
+
+import pytest
+
+from woml_magic.events import EVENT_TYPES, StepEvent, event_from_dict
+
+STEP_KINDS = sorted(k for k, cls in EVENT_TYPES.items() if issubclass(cls, StepEvent))
+
+
+def test_every_event_of_a_step_is_a_step_event() -> None:
+    assert sorted([
+        "attempt-finished", "attempt-started", "call-finished", "call-started", "log",
+        "step-finished", "step-started", "wait-scheduled",
+    ]) == STEP_KINDS
+
+
+@pytest.mark.parametrize("kind", STEP_KINDS)
+def test_a_step_event_without_its_step_id_is_an_error_where_it_is_made(kind: str) -> None:
+    cls = EVENT_TYPES[kind]
+    with pytest.raises(TypeError, match="step_id"):
+        cls(run_id="r", at=0.0)  # type: ignore[call-arg]
+    event = cls(run_id="r", at=0.0, step_id="charge")
+    assert event.step_id == "charge"
+
+
+@pytest.mark.parametrize("kind", sorted(EVENT_TYPES))
+def test_fields_after_run_id_and_at_are_keyword_only_and_round_trip(kind: str) -> None:
+    cls = EVENT_TYPES[kind]
+    extra = {"step_id": "s"} if issubclass(cls, StepEvent) else {}
+    if extra:
+        with pytest.raises(TypeError):
+            cls("r", 0.5, "s")  # type: ignore[misc]
+    event = cls("r", 0.5, **extra)
+    assert event_from_dict(event.to_dict()) == event
