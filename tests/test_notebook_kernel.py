@@ -185,6 +185,11 @@ def test_interrupt_ends_the_attempt_interrupted_and_the_kernel_stays_usable(
     assert elapsed < 5.0, f"the interrupt took {elapsed:.1f}s to end the cell"
     errors = [m["content"] for m in msgs if m["msg_type"] == "error"]
     assert [e["ename"] for e in errors] == ["KeyboardInterrupt"]
+    # spec §6.3: the live output ends as the static timeline of the interrupted run.
+    final = [m for m in msgs if m["msg_type"] == "update_display_data"][-1]["content"]["data"]
+    assert WIDGET_VIEW not in final
+    assert 'data-status="failed"' in final["text/html"]
+    assert "interrupted" in final["text/plain"]
 
     out = kernel.run(
         "a = r.steps['slow'].attempts[-1]\n"
