@@ -23,7 +23,6 @@ import keyword
 import os
 import shlex
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -137,19 +136,18 @@ class WomlMagics(Magics):
                 f"--run-id {args.run_id}: that run is already in the journal {journal.path}; "
                 f"pick another id, or continue it with --resume {args.run_id}"
             )
-        call = _Call(
-            workflow,
-            payload,
-            clock,
-            args.run_id,
-            journal,
-            args.resume,
-            args.retry_interrupted,
-            self._engine_config(),
-        )
         live = not args.no_timeline and _widgets_work(self._shell)
         with _as_usage_errors(source):
-            handle = api.start(*call.positional(), config=call.config)
+            handle = api.start(
+                workflow,
+                payload=payload,
+                clock=clock,
+                run_id=args.run_id,
+                journal=journal,
+                resume=args.resume,
+                retry_interrupted=args.retry_interrupted,
+                config=self._engine_config(),
+            )
             if args.background:
                 run = self._background(handle, live)
             else:
@@ -382,31 +380,6 @@ class WomlMagics(Magics):
         for journal in self._journals.values():
             journal.close()
         self._journals.clear()
-
-
-@dataclass(frozen=True)
-class _Call:
-    """The arguments of one ``api.run``/``api.start`` call, named once."""
-
-    workflow: Workflow
-    payload: Any
-    clock: str
-    run_id: str | None
-    journal: Journal
-    resume: str | None
-    retry_interrupted: bool
-    config: EngineConfig
-
-    def positional(self) -> tuple[Any, ...]:
-        return (
-            self.workflow,
-            self.payload,
-            self.clock,
-            self.run_id,
-            self.journal,
-            self.resume,
-            self.retry_interrupted,
-        )
 
 
 @contextlib.contextmanager
