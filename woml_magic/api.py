@@ -332,12 +332,6 @@ class RunHandle:
 
         self._task.cancel(before=say_why)
 
-    def subscribe(self, sink: EventSink) -> None:
-        """Deliver the run's later events to ``sink`` too (on the run loop's thread)."""
-        engine = self._engine
-        if engine is not None:
-            run_loop().call(lambda: engine.subscribe(sink))
-
     def done(self) -> bool:
         return self._task is not None and self._task.done()
 

@@ -48,6 +48,7 @@ class LiveView:
         self._lock = threading.Lock()
         self._finished = False
         self._settled = False
+        self._final: dict[str, Any] = {}  # the static bundle, once the run has ended
 
     @classmethod
     def show(cls, handle: RunHandle, *, on_cancel: Callable[[], None] | None) -> LiveView:
@@ -88,20 +89,19 @@ class LiveView:
         handle.add_done_callback(lambda _h: view.finish())
         return view
 
-    @property
-    def finished(self) -> bool:
-        return self._finished
-
     def finish(self) -> None:
         """Replace the output by the static timeline and close the widget (once)."""
         with self._lock:
             if self._finished:
                 return
+            # The run has ended, so its static timeline is final: rendered once here,
+            # sent again by ``settle`` if need be.
+            self._final = static_bundle(self.run)
             self._finished = True
             # From the kernel's main thread the update already carries the header of
             # the cell executing now; from the run loop it may not (see ``settle``).
             self._settled = threading.current_thread() is threading.main_thread()
-        self.output.update(static_bundle(self.run), raw=True)
+        self.output.update(self._final, raw=True)
         self.widget.close()
 
     def settle(self) -> bool:
@@ -119,7 +119,7 @@ class LiveView:
             return False
         if not self._settled:
             self._settled = True
-            self.output.update(static_bundle(self.run), raw=True)
+            self.output.update(self._final, raw=True)
         return True
 
 
