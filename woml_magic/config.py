@@ -22,6 +22,8 @@ from .limits import (
     DEFAULT_MAX_LOG_LINES,
     DEFAULT_MAX_PAYLOAD_BYTES,
     DEFAULT_MAX_RESPONSE_BYTES,
+    DEFAULT_MAX_RESULT_BYTES,
+    DEFAULT_MEMORY_LIMIT_MB,
     MAX_JSON_DEPTH_LIMIT,
     Limits,
 )
@@ -63,10 +65,12 @@ class Woml(Configurable):
         "the extension was loaded in; ':memory:' keeps runs for this session only.",
     ).tag(config=True)
     max_result_bytes = Int(
-        256 * 1024, help="The largest JSON text a step may return (spec §3.2 `oversized`)."
+        DEFAULT_MAX_RESULT_BYTES,
+        help="The largest JSON text a step may return (spec §3.2 `oversized`).",
     ).tag(config=True)
     memory_limit_mb = Int(
-        128, help="The memory limit of one attempt's script, in MiB (spec §3.2 `crash`)."
+        DEFAULT_MEMORY_LIMIT_MB,
+        help="The memory limit of one attempt's script, in MiB (spec §3.2 `crash`).",
     ).tag(config=True)
     default_timeout = Unicode(
         SPEC_DEFAULT_TIMEOUT,

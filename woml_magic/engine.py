@@ -33,7 +33,7 @@ from .events import (
     WaitScheduled,
 )
 from .explain import explain
-from .limits import Limits
+from .limits import DEFAULT_MAX_RESULT_BYTES, DEFAULT_MEMORY_LIMIT_MB, Limits
 from .model import Attempt, Run, Step, StepRun, Workflow
 from .policy import DurationError, format_duration, parse_duration
 from .redaction import DEFAULT_REDACTED
@@ -55,8 +55,8 @@ CHECK_SECONDS = 10.0
 class EngineConfig:
     """Limits and HTTP settings for a run (spec §3.2, §4.1, §6.1 configuration)."""
 
-    memory_limit_mb: int = 128
-    max_result_bytes: int = 256 * 1024
+    memory_limit_mb: int = DEFAULT_MEMORY_LIMIT_MB
+    max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES
     redact_headers: tuple[str, ...] = ()
     http_allow: tuple[str, ...] | None = None
     #: What may cross into the kernel (spec §4.5): payload, JSON depth, console,

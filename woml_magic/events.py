@@ -13,6 +13,8 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol
 
+from .outcomes import CallOutcome, Outcome, RunStatus, StepStatus
+
 JSON = Any  # a JSON value: None, bool, int, float, str, list, dict
 
 
@@ -129,7 +131,7 @@ class CallFinished(StepEvent):
     number: int = 1
     call_index: int = 0
     name: str | None = None
-    outcome: str = "response"  # "response" | "network-error" | "ambiguous"
+    outcome: CallOutcome = "response"  # never "running": the call ended
     status: int | None = None
     replayed: bool = False
     response: JSON = None
@@ -142,7 +144,7 @@ class AttemptFinished(StepEvent):
 
     kind: ClassVar[str] = "attempt-finished"
     number: int = 1
-    outcome: str = "succeeded"
+    outcome: Outcome = "succeeded"
     result: JSON = None
     error: dict[str, JSON] | None = None  # {"name", "message", "line"}
     explanation: str = ""
@@ -161,7 +163,7 @@ class WaitScheduled(StepEvent):
 @dataclass(frozen=True, kw_only=True)
 class StepFinished(StepEvent):
     kind: ClassVar[str] = "step-finished"
-    status: str = "succeeded"  # succeeded | failed | failed-closed | reattached | not-run
+    status: StepStatus = "succeeded"  # an ending one: never pending, running or waiting
     result: JSON = None
     reason: str | None = None  # why it ended without an attempt saying so (a cancelled wait)
 
@@ -169,7 +171,7 @@ class StepFinished(StepEvent):
 @dataclass(frozen=True, kw_only=True)
 class RunFinished(Event):
     kind: ClassVar[str] = "run-finished"
-    status: str = "succeeded"  # succeeded | failed
+    status: RunStatus = "succeeded"  # never "running": the run ended
 
 
 EVENT_TYPES: dict[str, type[Event]] = {

@@ -32,6 +32,13 @@ DEFAULT_MAX_CALL_ARGS_BYTES = 1024 * 1024
 DEFAULT_MAX_LOG_LINES = 1000
 DEFAULT_MAX_LOG_BYTES = 64 * 1024
 DEFAULT_MAX_RESPONSE_BYTES = 10 * 1024 * 1024
+#: A step's timeout when its ``timeout`` attribute is absent (spec §2.2), in seconds;
+#: also the default of one HTTP request's own timeout (spec §4.1).
+DEFAULT_TIMEOUT_S = 30.0
+#: The memory limit of one attempt's script heap (spec §3.2 ``crash``), in MiB.
+DEFAULT_MEMORY_LIMIT_MB = 128
+#: The largest result JSON text, in UTF-8 bytes (spec §3.2 ``oversized``).
+DEFAULT_MAX_RESULT_BYTES = 256 * 1024
 
 #: The largest ``max_json_depth`` allowed: Python's own JSON reader and writer recurse,
 #: and the kernel must never meet a ``RecursionError`` (its default limit is 1,000).

@@ -28,9 +28,10 @@ from .events import (
     RunResumed,
     RunStarted,
     StepFinished,
-    StepStarted,
     WaitScheduled,
 )
+from .limits import DEFAULT_TIMEOUT_S
+from .outcomes import RUNNING, WAITING, AttemptState, CallOutcome, RunStatus, StepStatus
 from .policy import RetryPolicy
 
 #: spec §3.5: uuid5(NAMESPACE_URL, "urn:woml:idempotency-key")
@@ -57,7 +58,7 @@ class Step:
     id: str
     script: str
     policy: RetryPolicy = field(default_factory=RetryPolicy)
-    timeout: timedelta = timedelta(seconds=30)
+    timeout: timedelta = timedelta(seconds=DEFAULT_TIMEOUT_S)
     line: int = 1
     script_line: int = 1
     script_column: int = 1
@@ -133,7 +134,7 @@ class Call:
     idempotency_value: str | None = None
     status: int | None = None
     replayed: bool = False
-    outcome: str = "running"  # "response" | "network-error" | "ambiguous" while "running"
+    outcome: CallOutcome = "running"
     response: JSON = None
     error: str | None = None
     started_at: float = 0.0
@@ -147,7 +148,7 @@ class Attempt:
     number: int
     idempotency_key: str
     started_at: float
-    outcome: str = "running"
+    outcome: AttemptState = "running"
     ended_at: float | None = None
     error: AttemptError | None = None
     explanation: str = ""
@@ -162,7 +163,7 @@ class StepRun:
 
     step: Step
     idempotency_key: str
-    status: str = "pending"
+    status: StepStatus = "pending"
     result: JSON = None
     attempts: list[Attempt] = field(default_factory=list)
     waits: list[float] = field(default_factory=list)
@@ -189,7 +190,7 @@ class Run:
     workflow: Workflow
     clock: str = "real"
     payload: JSON = None
-    status: str = "running"
+    status: RunStatus = "running"
     steps: dict[str, StepRun] = field(default_factory=dict)
     started_at: float = 0.0
     ended_at: float | None = None
@@ -246,10 +247,8 @@ class Run:
         if step_id is None or step_id not in self.steps:
             return
         sr = self.steps[step_id]
-        if isinstance(event, StepStarted):
-            sr.status = "running"
-        elif isinstance(event, AttemptStarted):
-            sr.status = "running"
+        sr.status = step_status_after(sr.status, event.kind, getattr(event, "status", None))
+        if isinstance(event, AttemptStarted):
             if sr.wait_started_at is not None:
                 sr.waits.append(event.at - sr.wait_started_at)
             sr.wait_started_at = sr.wait_due = None
@@ -288,11 +287,9 @@ class Run:
             a.explanation = event.explanation
             a.error = None if event.error is None else AttemptError(**event.error)
         elif isinstance(event, WaitScheduled):
-            sr.status = "waiting"
             sr.wait_started_at = event.at
             sr.wait_due = event.due
         elif isinstance(event, StepFinished):
-            sr.status = event.status
             sr.result = event.result
             sr.reason = event.reason
             sr.wait_started_at = sr.wait_due = None
@@ -305,3 +302,23 @@ class Run:
 
     def __repr__(self) -> str:
         return f"<Run {self.id} {self.workflow_id} {self.status}>"
+
+
+#: The step status each kind of event leaves behind (spec §5.2); ``step-finished``
+#: carries its own. Other kinds leave the status as it was.
+STEP_STATUS_BY_KIND: dict[str, StepStatus] = {
+    "step-started": RUNNING,
+    "attempt-started": RUNNING,
+    "wait-scheduled": WAITING,
+}
+
+
+def step_status_after(current: StepStatus, kind: str, status: str | None = None) -> StepStatus:
+    """A step's status after an event of ``kind`` (with ``status`` for ``step-finished``).
+
+    The one fold of step status: ``Run.apply`` and the journal's run summaries both use
+    it, so ``%woml runs`` and the ``Run`` cannot disagree.
+    """
+    if kind == "step-finished" and status is not None:
+        return status  # type: ignore[return-value]  # journaled by our own engine
+    return STEP_STATUS_BY_KIND.get(kind, current)

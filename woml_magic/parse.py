@@ -16,6 +16,7 @@ from datetime import timedelta
 from functools import lru_cache
 
 from .errors import WomlSyntaxError
+from .limits import DEFAULT_TIMEOUT_S
 from .model import Step, Workflow
 from .policy import MAX_DURATION, DurationError, RetryPolicy, format_duration, parse_duration
 from .scan import (
@@ -46,7 +47,7 @@ WORKFLOW_ATTRIBUTES = ("id",)
 SCRIPT_ATTRIBUTES = ("lang",)
 
 _RETRY = re.compile(r"[1-9][0-9]?")
-_DEFAULT_TIMEOUT = timedelta(seconds=30)
+_DEFAULT_TIMEOUT = timedelta(seconds=DEFAULT_TIMEOUT_S)
 # Documents repeat the same few durations; timedelta is immutable, errors are not cached.
 _parse_duration = lru_cache(maxsize=256)(parse_duration)
 

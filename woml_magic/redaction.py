@@ -24,3 +24,9 @@ def redact_headers(headers: Mapping[str, V], redact: Iterable[str]) -> dict[str,
     """
     hidden = {name.lower() for name in redact}
     return {k: (REDACTED if k.lower() in hidden else v) for k, v in headers.items()}
+
+
+def redact_names(extra: Iterable[str] = ()) -> tuple[str, ...]:
+    """The header names to redact: spec §4.1's defaults plus ``extra``, lower-cased,
+    each once, in that order. The HTTP service and the journal both use this one list."""
+    return tuple(dict.fromkeys([*DEFAULT_REDACTED, *(name.lower() for name in extra)]))

@@ -16,17 +16,18 @@ from woml_magic.limits import (
     DEFAULT_MAX_JSON_DEPTH,
     DEFAULT_MAX_LOG_BYTES,
     DEFAULT_MAX_LOG_LINES,
+    DEFAULT_MAX_RESULT_BYTES,
+    DEFAULT_MEMORY_LIMIT_MB,
 )
+from woml_magic.outcomes import WORKER_OUTCOMES
 
-DEFAULT_MEMORY_LIMIT_BYTES = 128 * 1024 * 1024
+DEFAULT_MEMORY_LIMIT_BYTES = DEFAULT_MEMORY_LIMIT_MB * 1024 * 1024
 """Per-attempt QuickJS memory limit (spec §3.2 crash: default 128 MiB)."""
 
-DEFAULT_MAX_RESULT_BYTES = 256 * 1024
-"""Largest result JSON text in UTF-8 bytes (spec §3.2 oversized: default 256 KiB)."""
 
-OUTCOMES = ("succeeded", "threw", "invalid-json", "oversized", "crash")
-# The worker may report only these; anything else is a fault of the worker (spec §4.5).
-"""The outcomes the worker itself decides; the engine adds timeout, cancelled and the rest."""
+OUTCOMES = WORKER_OUTCOMES
+"""The outcomes the worker itself decides (spec §4.5); anything else it reports is a
+fault of the worker. The engine adds timeout, cancelled and the rest."""
 
 ServiceCall = Callable[[str, list[Any]], Awaitable[Any]]
 """``(service name, JSON args) -> JSON result`` performed by the kernel (spec §4.1, §4.4).

@@ -1,32 +1,70 @@
 """Services a script calls through ``services`` (spec §4).
 
+``registry`` names them and performs them for a run (``RunServices``);
 ``services.http.request`` is ``HttpService.request``, performed in the kernel process
-(spec §4.1-§4.3). ``CallScope`` and ``StepCalls`` carry what a call needs to know about
-its attempt and its step.
+(spec §4.1-§4.3); ``services.sleep`` waits on the run's clock (spec §4.4).
+``CallScope`` and ``StepCalls`` carry what a call needs to know about its attempt and
+its step. Names load on first use, so the script worker can read ``SERVICE_NAMES``
+without loading httpx.
 """
 
 from __future__ import annotations
 
-from .http import MAX_RESPONSE_BYTES, HttpService
-from .http_outcome import classify_transport_error
-from .http_request import (
-    DEFAULT_REDACTED,
-    HostAllowList,
-    HttpRequest,
-    parse_request,
-    redact_headers,
-)
-from .scope import CallScope, StepCalls
+import importlib
+from typing import TYPE_CHECKING, Any
 
 __all__ = [
     "DEFAULT_REDACTED",
     "MAX_RESPONSE_BYTES",
+    "SERVICE_NAMES",
     "CallScope",
     "HostAllowList",
     "HttpRequest",
     "HttpService",
+    "RunServices",
     "StepCalls",
     "classify_transport_error",
     "parse_request",
     "redact_headers",
 ]
+
+_LAZY = {
+    "DEFAULT_REDACTED": "http_request",
+    "HostAllowList": "http_request",
+    "HttpRequest": "http_request",
+    "parse_request": "http_request",
+    "redact_headers": "http_request",
+    "MAX_RESPONSE_BYTES": "http",
+    "HttpService": "http",
+    "classify_transport_error": "http_outcome",
+    "CallScope": "scope",
+    "StepCalls": "scope",
+    "SERVICE_NAMES": "registry",
+    "RunServices": "registry",
+}
+
+if TYPE_CHECKING:
+    from .http import MAX_RESPONSE_BYTES, HttpService
+    from .http_outcome import classify_transport_error
+    from .http_request import (
+        DEFAULT_REDACTED,
+        HostAllowList,
+        HttpRequest,
+        parse_request,
+        redact_headers,
+    )
+    from .registry import SERVICE_NAMES, RunServices
+    from .scope import CallScope, StepCalls
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'woml_magic.services' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

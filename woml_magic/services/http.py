@@ -29,7 +29,7 @@ import httpx
 from .. import __version__
 from ..errors import ServiceRejection
 from ..events import CallFinished, CallStarted
-from ..limits import DEFAULT_MAX_JSON_DEPTH, DEFAULT_MAX_RESPONSE_BYTES
+from ..limits import DEFAULT_MAX_JSON_DEPTH, DEFAULT_MAX_RESPONSE_BYTES, DEFAULT_TIMEOUT_S
 from .http_body import ACCEPT_ENCODING, BodyTooLarge, UnsupportedEncoding, read_body
 from .http_outcome import (
     TooDeep,
@@ -92,7 +92,7 @@ class HttpService:
         *,
         redact: Iterable[str] = DEFAULT_REDACTED,
         allow_hosts: Iterable[str] | None = None,
-        default_timeout: float = 30.0,
+        default_timeout: float = DEFAULT_TIMEOUT_S,
         client: httpx.AsyncClient | None = None,
         max_response_bytes: int = MAX_RESPONSE_BYTES,
         max_json_depth: int = DEFAULT_MAX_JSON_DEPTH,

@@ -19,7 +19,7 @@ from typing import Any, Literal
 
 import httpx
 
-from ..limits import DEFAULT_MAX_JSON_DEPTH, JSONLimitError, loads_limited
+from ..limits import DEFAULT_MAX_JSON_DEPTH, DEFAULT_TIMEOUT_S, JSONLimitError, loads_limited
 from ..policy import format_duration
 
 Outcome = Literal["network-error", "ambiguous"]
@@ -79,7 +79,9 @@ _TABLE: tuple[tuple[type[Exception], Outcome, str], ...] = (
 )
 
 
-def classify_transport_error(exc: Exception, timeout: float = 30.0) -> tuple[Outcome, str]:
+def classify_transport_error(
+    exc: Exception, timeout: float = DEFAULT_TIMEOUT_S
+) -> tuple[Outcome, str]:
     """Say whether ``exc`` is definitive or ambiguous, and why, in one clause (spec §4.1).
 
     Definitive (``network-error``): no request byte can have reached the server.
@@ -112,7 +114,9 @@ class TooDeep(ValueError):
 
 
 def decode_data(
-    body: bytes, content_type: str | None, charset: str | None,
+    body: bytes,
+    content_type: str | None,
+    charset: str | None,
     max_depth: int = DEFAULT_MAX_JSON_DEPTH,
 ) -> Any:
     """The response's ``data``: parsed JSON for JSON content types, else text (spec §4.1).

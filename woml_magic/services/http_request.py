@@ -19,6 +19,7 @@ from typing import Any
 import httpx
 
 from ..errors import ServiceRejection
+from ..limits import DEFAULT_TIMEOUT_S
 from ..policy import MAX_DURATION, DurationError, parse_duration
 from ..redaction import DEFAULT_REDACTED, REDACTED, redact_headers
 
@@ -250,7 +251,9 @@ def _parse_name(options: Any) -> str | None:
     return name
 
 
-def parse_request(request: Any, options: Any, *, default_timeout: float = 30.0) -> HttpRequest:
+def parse_request(
+    request: Any, options: Any, *, default_timeout: float = DEFAULT_TIMEOUT_S
+) -> HttpRequest:
     """Validate a script's ``request`` and ``options`` (spec §4.1).
 
     ``request`` and ``options`` arrive as parsed JSON (JavaScript ``undefined`` keys are

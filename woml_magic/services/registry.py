@@ -1,0 +1,90 @@
+"""The service registry: the one place that names what ``services.*`` offers a script
+(spec §4.1, §4.4) and which kernel-side code performs each name.
+
+The script worker builds a stub for every name in ``SERVICE_NAMES`` (and refuses any
+other name a script sends); ``RunServices`` performs them for one run. Adding a
+service is adding its name here and its handler to ``RunServices.handlers``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Iterable
+from typing import TYPE_CHECKING, Any, Final
+
+from ..errors import ServiceRejection
+from ..limits import Limits
+from ..redaction import redact_names
+from .sleep import sleep_seconds
+
+if TYPE_CHECKING:
+    from ..clock import Clock
+    from .http import HttpService
+    from .scope import CallScope
+
+SERVICE_NAMES: Final[tuple[str, ...]] = ("sleep", "http.request")
+"""Every ``services.*`` function a script sees, dotted as the script writes it."""
+
+Handler = Callable[[list[Any], "CallScope"], Awaitable[Any]]
+
+
+class RunServices:
+    """The services of one run (spec §4): made with the run, closed with it.
+
+    The HTTP client is made on first use (its TLS setup costs ~15 ms) and closed by
+    ``aclose`` (spec §4.1).
+    """
+
+    def __init__(
+        self,
+        clock: Clock,
+        *,
+        limits: Limits,
+        redact_headers: Iterable[str] = (),
+        http_allow: tuple[str, ...] | None = None,
+    ) -> None:
+        self._clock = clock
+        self._limits = limits
+        self._redact = redact_names(redact_headers)
+        self._http_allow = http_allow
+        self._http: HttpService | None = None
+        self.handlers: dict[str, Handler] = {
+            "sleep": self._sleep,
+            "http.request": self._http_request,
+        }
+        if tuple(self.handlers) != SERVICE_NAMES:
+            raise RuntimeError(
+                f"RunServices handles {tuple(self.handlers)} but SERVICE_NAMES says "
+                f"{SERVICE_NAMES}; they must name the same services"
+            )
+
+    async def call(self, name: str, args: list[Any], scope: CallScope) -> Any:
+        """Perform ``services.<name>(*args)`` for the attempt ``scope`` describes."""
+        handler = self.handlers.get(name)
+        if handler is None:
+            raise ServiceRejection("TypeError", f"services has no {name!r}")
+        return await handler(args, scope)
+
+    async def aclose(self) -> None:
+        http, self._http = self._http, None
+        if http is not None:
+            await http.aclose()
+
+    async def _sleep(self, args: list[Any], scope: CallScope) -> None:
+        await self._clock.sleep(sleep_seconds(args))
+
+    async def _http_request(self, args: list[Any], scope: CallScope) -> Any:
+        request = args[0] if args else None
+        options = args[1] if len(args) > 1 else None
+        return await self._http_service().request(request, options, scope)
+
+    def _http_service(self) -> HttpService:
+        if self._http is None:
+            from .http import HttpService
+
+            self._http = HttpService(
+                redact=self._redact,
+                allow_hosts=self._http_allow,
+                max_response_bytes=self._limits.max_response_bytes,
+                max_json_depth=self._limits.max_json_depth,
+            )
+        return self._http
