@@ -44,13 +44,16 @@ def _events(n: int, run_id: str) -> list[Event]:
                     run_id=run_id,
                     at=i * 0.01,
                     step_id="s",
+                    number=1,
                     method="POST",
                     url="http://127.0.0.1:8000/charges",
                     request_headers={"Authorization": "•••", "Content-Type": "application/json"},
                 )
             )
         else:
-            out.append(LogEmitted(run_id=run_id, at=i * 0.01, step_id="s", text=f"line {i}"))
+            out.append(
+                LogEmitted(run_id=run_id, at=i * 0.01, step_id="s", number=1, text=f"line {i}")
+            )
     return out
 
 

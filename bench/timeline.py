@@ -180,7 +180,7 @@ def bench_live_update(repeat: int = 60) -> dict[str, Any]:
 
 
 def widget_axis_end(run: Run) -> float:
-    from woml_magic.timeline._layout import compute_layout
+    from woml_magic.timeline.layout import compute_layout
 
     return compute_layout(run).axis_end
 

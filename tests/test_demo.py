@@ -24,6 +24,7 @@ import httpx
 import pytest
 
 from woml_magic.demo import DemoAPI, DemoAPIError
+from woml_magic.demo.app import DemoApp
 from woml_magic.errors import WomlError
 
 CHARGE = {"amount": 1000, "currency": "usd"}
@@ -539,6 +540,33 @@ def test_reset_forgets_records_requests_keys_and_faults(api: DemoAPI, client: ht
     assert fresh.status_code == 201
     assert "idempotent-replayed" not in fresh.headers
     assert fresh.json()["id"] == "ch_0001"
+
+
+# -- without a socket ----------------------------------------------------------------
+
+
+def test_the_app_decides_every_response_without_a_socket() -> None:
+    # The HTTP layer only frames DemoApp's public state machine: begin → finish.
+    app = DemoApp()
+    headers = {"Content-Type": "application/json", "Idempotency-Key": "k1"}
+    body = json.dumps(CHARGE).encode()
+    first = app.begin("POST", "/charges", headers, ["k1"], body)
+    in_flight = app.begin("POST", "/charges", headers, ["k1"], body)  # before first finishes
+    app.finish(in_flight)
+    app.finish(first)
+    app.drop_response_next(1)
+    replay = app.begin("POST", "/charges", headers, ["k1"], body)
+    app.finish(replay)
+    assert (first.response.status, in_flight.response.status) == (201, 409)
+    assert (replay.response.status, replay.response.body) == (201, first.response.body)
+    assert ("Idempotent-Replayed", "true") in replay.response.headers
+    assert (replay.drop, first.drop) == (True, False)
+    assert [(r.outcome, r.answered) for r in app.requests] == [
+        ("executed", True),
+        ("conflict", True),
+        ("dropped", False),
+    ]
+    assert len(app.records("charges")) == 1
 
 
 # -- HTTP/1.1 behaviour ---------------------------------------------------------------

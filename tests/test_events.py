@@ -4,9 +4,20 @@ from __future__ import annotations
 
 import pytest
 
-from woml_magic.events import EVENT_TYPES, StepEvent, event_from_dict
+from woml_magic.events import EVENT_TYPES, AttemptEvent, StepEvent, event_from_dict
 
 STEP_KINDS = sorted(k for k, cls in EVENT_TYPES.items() if issubclass(cls, StepEvent))
+ATTEMPT_KINDS = sorted(k for k, cls in EVENT_TYPES.items() if issubclass(cls, AttemptEvent))
+
+
+def required(cls: type) -> dict[str, object]:
+    """The fields an event of ``cls`` cannot be made without, beyond run_id and at."""
+    extra: dict[str, object] = {}
+    if issubclass(cls, StepEvent):
+        extra["step_id"] = "charge"
+    if issubclass(cls, AttemptEvent):
+        extra["number"] = 2
+    return extra
 
 
 def test_every_event_of_a_step_is_a_step_event() -> None:
@@ -21,14 +32,28 @@ def test_a_step_event_without_its_step_id_is_an_error_where_it_is_made(kind: str
     cls = EVENT_TYPES[kind]
     with pytest.raises(TypeError, match="step_id"):
         cls(run_id="r", at=0.0)  # type: ignore[call-arg]
-    event = cls(run_id="r", at=0.0, step_id="charge")
+    event = cls(run_id="r", at=0.0, **required(cls))
     assert event.step_id == "charge"
+
+
+def test_every_event_of_an_attempt_is_an_attempt_event() -> None:
+    assert sorted(
+        ["attempt-finished", "attempt-started", "call-finished", "call-started", "log"]
+    ) == ATTEMPT_KINDS
+
+
+@pytest.mark.parametrize("kind", ATTEMPT_KINDS)
+def test_an_attempt_event_without_its_number_is_an_error_where_it_is_made(kind: str) -> None:
+    cls = EVENT_TYPES[kind]
+    with pytest.raises(TypeError, match="number"):
+        cls(run_id="r", at=0.0, step_id="s")
+    assert cls(run_id="r", at=0.0, **required(cls)).number == 2
 
 
 @pytest.mark.parametrize("kind", sorted(EVENT_TYPES))
 def test_fields_after_run_id_and_at_are_keyword_only_and_round_trip(kind: str) -> None:
     cls = EVENT_TYPES[kind]
-    extra = {"step_id": "s"} if issubclass(cls, StepEvent) else {}
+    extra = required(cls)
     if extra:
         with pytest.raises(TypeError):
             cls("r", 0.5, "s")  # type: ignore[misc]

@@ -13,8 +13,6 @@ from __future__ import annotations
 import asyncio
 import gzip
 import json
-import os
-import subprocess
 import sys
 import threading
 import time
@@ -31,6 +29,7 @@ from woml_magic.errors import WomlLimitError, WomlRunError
 from woml_magic.limits import check_payload_limits, json_depth
 from woml_magic.runtime import AttemptRequest, AttemptResult, ScriptWorker
 from woml_magic.runtime import worker as worker_module
+from woml_magic.runtime.transport import ChildProcess
 
 SPEC_OUTCOMES = {
     "succeeded", "threw", "timeout", "invalid-json", "oversized", "crash", "interrupted",
@@ -284,28 +283,8 @@ def fake_worker(
     script = tmp_path / "lines.json"
     script.write_text(json.dumps(lines))
 
-    class FakeProcess(worker_module._Process):
-        def __init__(self) -> None:
-            self.popen = subprocess.Popen(
-                [sys.executable, "-c", FAKE_CHILD, "-", str(script)],
-                stdin=-1, stdout=-1, stderr=-3, start_new_session=True,
-            )
-            assert self.popen.stdin is not None
-            assert self.popen.stdout is not None
-            self._in = self.popen.stdin.fileno()
-            self._out = self.popen.stdout.fileno()
-            os.set_blocking(self._in, False)
-            os.set_blocking(self._out, False)
-            self._sink = None
-            self._received = bytearray()
-            self._unsent = bytearray()
-            self._exit = None
-            self._closed = False
-            self._faulted = False
-            self.max_line = worker_module._DEFAULT_MAX_LINE
-
-    monkeypatch.setattr(worker_module, "_Process", FakeProcess)
-    return ScriptWorker()
+    argv = [sys.executable, "-c", FAKE_CHILD, "-", str(script)]
+    return ScriptWorker(start_process=lambda: ChildProcess(argv))
 
 
 BROKEN_CHILDREN = {
@@ -359,7 +338,7 @@ def test_a_syntax_check_answered_with_another_id_is_refused(
 def test_output_left_in_the_pipe_replaces_the_worker(worker: ScriptWorker) -> None:
     async def leave_output() -> None:
         await worker.start()
-        process = worker._process
+        process = worker.process
         assert process is not None
         process.send({"op": "check", "id": 77, "script": "return 1"})  # answered, never read
         await asyncio.sleep(0.3)
@@ -751,7 +730,7 @@ def test_limits_given_to_a_run_reach_its_attempts() -> None:
 
 def test_probing_many_step_names_costs_the_kernel_one_answer(worker: ScriptWorker) -> None:
     asked: list[str] = []
-    original = worker_module._step_text
+    original = worker_module.step_text
 
     def counting(request: AttemptRequest, name: str) -> str:
         asked.append(name)
@@ -763,7 +742,7 @@ def test_probing_many_step_names_costs_the_kernel_one_answer(worker: ScriptWorke
         "return [found, context.steps.first.n];"
     )
     mp = pytest.MonkeyPatch()
-    mp.setattr(worker_module, "_step_text", counting)
+    mp.setattr(worker_module, "step_text", counting)
     try:
         result, _ = attempt(worker, script)
     finally:
@@ -774,7 +753,7 @@ def test_probing_many_step_names_costs_the_kernel_one_answer(worker: ScriptWorke
 
 @pytest.mark.parametrize("catching", [False, True])
 def test_a_long_script_run_again_behaves_the_same(worker: ScriptWorker, catching: bool) -> None:
-    """From its second attempt a long script is read from bytecode (_child._Scripts)."""
+    """From its second attempt a long script is read from bytecode (runtime._contexts.Scripts)."""
     filler = "// " + "x" * 500 + "\n"
     body = "try { null.x; } catch (e) { console.log(String(e)); }\n" if catching else ""
     script = filler + body + "const n = context.steps.first.n;\nthrow new Error('n=' + n);"

@@ -360,6 +360,16 @@ def test_a_step_in_a_wait_is_summarised_as_waiting(journal: Journal) -> None:
     assert journal.runs()[0].steps == {"charge": "waiting"}
 
 
+def test_summary_step_statuses_are_the_runs_after_every_event(journal: Journal) -> None:
+    # One fold (model.step_status_after): `%woml runs` and the Run never disagree.
+    events = scenario("fold")
+    for n, event in enumerate(events, 1):
+        journal(event)
+        run = Run.from_events(WORKFLOW, events[:n])
+        started = {sid: sr.status for sid, sr in run.steps.items() if sr.status != "pending"}
+        assert journal.runs()[0].steps == started, event.kind
+
+
 def test_empty_journal_lists_no_runs(journal: Journal) -> None:
     assert journal.runs() == []
     assert not journal.has_run("x")
@@ -518,7 +528,7 @@ def test_each_memory_journal_is_its_own_with_the_whole_schema() -> None:
             assert third.runs() == []
             assert not third.has_run("a")
             third(SAMPLES[0])
-            conn = third._live()
+            conn = third.connection
             with pytest.raises(sqlite3.DatabaseError, match="append-only"):
                 conn.execute("DELETE FROM events")
             assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
@@ -617,7 +627,7 @@ def test_corrupt_event_pages_are_reported_by_reads_and_check(tmp_path: Path) -> 
     path = tmp_path / "corrupt.sqlite3"
     with Journal(path) as j:
         for n in range(40):  # enough rows that the table spans several pages
-            j(LogEmitted(run_id="c", at=float(n), step_id="a", text="x" * 400))
+            j(LogEmitted(run_id="c", at=float(n), step_id="a", number=1, text="x" * 400))
     pages = path.stat().st_size // int.from_bytes(path.read_bytes()[16:18], "big")
     corrupt(path, keep_pages=pages - 1)
     with Journal(path) as j:
@@ -649,19 +659,20 @@ def test_redacted_headers_keep_the_secret_out_of_the_file_and_wal(tmp_path: Path
     path = tmp_path / "j.sqlite3"
     headers = {"Authorization": REDACTED, "Cookie": REDACTED, "X-Trace": "t-123"}
     with Journal(path) as j:
-        j(CallStarted(run_id="s", at=0.0, step_id="a", request_headers=headers))
+        j(CallStarted(run_id="s", at=0.0, step_id="a", number=1, request_headers=headers))
         j(
             CallFinished(
                 run_id="s",
                 at=0.1,
                 step_id="a",
+                number=1,
                 status=200,
                 response={"status": 200, "headers": {"set-cookie": REDACTED}, "data": None},
             )
         )
         stored = journal_bytes(path)
         assert j.events("s")[0] == CallStarted(
-            run_id="s", at=0.0, step_id="a", request_headers=headers
+            run_id="s", at=0.0, step_id="a", number=1, request_headers=headers
         )
     # The bytes we searched are the right ones: the neighbouring header is there.
     assert b"t-123" in stored
@@ -677,6 +688,7 @@ def test_a_secret_that_slipped_through_the_pipeline_is_redacted_again(tmp_path: 
                 run_id="s",
                 at=0.0,
                 step_id="a",
+                number=1,
                 request_headers={
                     "authorization": SECRET,
                     "X-Session": "sess-99",
@@ -689,6 +701,7 @@ def test_a_secret_that_slipped_through_the_pipeline_is_redacted_again(tmp_path: 
                 run_id="s",
                 at=0.1,
                 step_id="a",
+                number=1,
                 status=200,
                 response={
                     "status": 200,
@@ -733,7 +746,7 @@ def test_threads_and_two_journal_objects_on_one_file_lose_nothing(tmp_path: Path
 
         def write(j: Journal, name: str) -> None:
             for i in range(per_thread):
-                j(LogEmitted(run_id=name, at=float(i), step_id="a", text=str(i)))
+                j(LogEmitted(run_id=name, at=float(i), step_id="a", number=1, text=str(i)))
                 if i % 50 == 0:
                     j.runs()  # readers interleave with writers
 
@@ -764,7 +777,7 @@ WRITER = textwrap.dedent(
     sys.stdin.readline()  # start together: the file does not exist yet
     with Journal(path) as j:
         for i in range(count):
-            j(LogEmitted(run_id=run_id, at=float(i), step_id="a", text=str(i)))
+            j(LogEmitted(run_id=run_id, at=float(i), step_id="a", number=1, text=str(i)))
     print("done", flush=True)
     """
 )
@@ -816,7 +829,7 @@ KILLED = textwrap.dedent(
     run_id = sys.argv[2]
     i = 0
     while True:
-        j(LogEmitted(run_id=run_id, at=float(i), step_id="a", text=str(i)))
+        j(LogEmitted(run_id=run_id, at=float(i), step_id="a", number=1, text=str(i)))
         sys.stdout.write(f"{i}\\n")  # only after append returned: i is committed
         sys.stdout.flush()
         i += 1

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import importlib.metadata
 import os
 import signal
 import threading
@@ -11,15 +12,20 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import quickjs
 
 from woml_magic.errors import ServiceRejection
-from woml_magic.runtime import AttemptRequest, AttemptResult, ScriptWorker
+from woml_magic.runtime import SERVICES, AttemptRequest, AttemptResult, ScriptWorker
 from woml_magic.runtime._bytecode import ENV_SWITCH
+from woml_magic.runtime.protocol import check_shape
+from woml_magic.runtime.wrapper import FIRST_LINE, cell_position, wrap
+from woml_magic.services.registry import SERVICE_NAMES
 
 EPOCH_2001_MS = 978_307_200_000.0  # 2001-01-01T00:00:00Z
 SCRIPT_LINE = 10
 SCRIPT_COLUMN = 5
 SMALL_MEMORY = 16 * 1024 * 1024
+INSTALLED_QUICKJS = importlib.metadata.version("quickjs-ng")
 
 
 def request(script: str, now: float = EPOCH_2001_MS, **kw: Any) -> AttemptRequest:
@@ -92,7 +98,11 @@ def worker(request: pytest.FixtureRequest) -> Iterator[ScriptWorker]:
         asyncio.run(w.start())
         if request.param == "bytecode" and w.prelude != "bytecode":
             asyncio.run(w.aclose())
-            pytest.skip("the prelude bytecode is not available with this quickjs-ng binding")
+            if INSTALLED_QUICKJS.split(".")[:2] != ["0", "17"]:  # the verified range
+                pytest.skip(f"no prelude bytecode with quickjs-ng {INSTALLED_QUICKJS}, "
+                            "outside the verified range")
+            pytest.fail(f"the prelude bytecode is off on a verified quickjs-ng "
+                        f"{INSTALLED_QUICKJS}: {w.prelude_reason}")
         assert w.prelude == request.param
         yield w
         asyncio.run(w.aclose())
@@ -660,6 +670,59 @@ def test_script_that_closes_its_function_early_is_rejected(worker: ScriptWorker)
     assert "closes its own function body early" in found[0]
     result, _ = attempt(worker, "return 1 }); (async function () {")
     assert (result.outcome, result.error_name) == ("threw", "SyntaxError")
+
+
+# ---- the wrapper and the protocol, shared by both processes (spec §2.3, §4.5) ----
+
+
+def test_script_line_one_stands_on_the_wrappers_first_line_and_maps_back() -> None:
+    script = "const a = 1;\n  throw new Error('here');"
+    ctx = quickjs.Context()
+    ctx.eval("(" + wrap(script) + ")().catch((e) => { globalThis.stack = e.stack; })")
+    while ctx.execute_pending_job():
+        pass
+    assert f"<input>:{FIRST_LINE + 1}:" in ctx.get("stack")
+    assert cell_position(FIRST_LINE + 1, 3, script, SCRIPT_LINE, SCRIPT_COLUMN) == (
+        SCRIPT_LINE + 1, 3,
+    )
+    assert cell_position(FIRST_LINE, 1, script, SCRIPT_LINE, SCRIPT_COLUMN) == (
+        SCRIPT_LINE, SCRIPT_COLUMN,
+    )
+    # The wrapper's own lines clamp to the script's first and last lines.
+    assert cell_position(1, 9, script, SCRIPT_LINE, SCRIPT_COLUMN) == (
+        SCRIPT_LINE, SCRIPT_COLUMN,
+    )
+    assert cell_position(FIRST_LINE + 2, 1, script, SCRIPT_LINE, SCRIPT_COLUMN) == (
+        SCRIPT_LINE + 1, len("  throw new Error('here');") + 1,
+    )
+
+
+def test_the_services_are_the_registrys_names() -> None:
+    assert SERVICES is SERVICE_NAMES
+
+
+@pytest.mark.parametrize(
+    ("message", "problem"),
+    [
+        ({"type": "ready", "prelude": "bytecode"}, None),
+        ({"type": "ready", "prelude": "source", "reason": "why"}, None),
+        ({"type": "ready", "prelude": "source", "reason": 1}, "a malformed 'ready' message"),
+        ({"type": "ready", "prelude": "wasm"}, "a malformed 'ready' message"),
+        ({"type": "call", "id": 1, "call": 1, "service": "sleep", "args": []}, None),
+        ({"type": "call", "id": 1, "call": 1, "service": "fs.read", "args": []},
+         "a malformed 'call' message"),
+        ({"type": "done", "id": 1, "outcome": "timeout", "name": "", "message": "",
+          "line": None}, "a done message with the unknown outcome 'timeout'"),
+        ({"type": "done", "id": 1, "outcome": "threw", "name": "E", "message": "m",
+          "line": 3}, None),
+        ({"type": "need", "id": 1, "step": "x" * 9000}, "a malformed 'need' message"),
+        ({"type": "hello"}, "a message of the unknown type 'hello'"),
+    ],
+)
+def test_the_kernel_accepts_only_the_protocols_shapes(
+    message: dict[str, Any], problem: str | None
+) -> None:
+    assert check_shape(message, SERVICES) == problem
 
 
 # ---- chaos (spec §4.5: no script can hang, slow or kill the kernel) ----

@@ -1,21 +1,35 @@
 """The prelude as QuickJS bytecode (spec §4.5; woml_magic/runtime/_bytecode.py).
 
-Reading bytecode must give a context exactly what compiling the source gives, and
-the loader must step aside (the worker then compiles) wherever it is not known safe.
-The worker's own behaviour in both modes is tested by test_runtime.py, whose worker
-fixture runs every test both ways.
+Reading bytecode must give a context exactly what compiling the source gives; on the
+verified quickjs-ng range (pyproject.toml pins it) the fast path must be on, and the
+loader must step aside (the worker then compiles), saying why, wherever it is not
+known safe. Checking the binding's pointers must never dereference one it has not
+proven readable. The worker's own behaviour in both modes is tested by
+test_runtime.py, whose worker fixture runs every test both ways.
 """
 
 from __future__ import annotations
 
 import asyncio
+import ctypes
+import importlib.metadata
 import json
+from typing import Any
 
 import pytest
 import quickjs
 
 from woml_magic.runtime import ScriptWorker, _bytecode
-from woml_magic.runtime._bytecode import ENV_SWITCH, PreludeBytecode
+from woml_magic.runtime._bytecode import (
+    ENV_SWITCH,
+    Bytecode,
+    BytecodeUnavailable,
+    check_pointers,
+    context_pointers,
+    library,
+    readable,
+)
+from woml_magic.runtime.binding import unverified
 
 SOURCE = """
 
@@ -25,16 +39,26 @@ globalThis.probe = function (n) {
 };
 """
 
-
-def loader_or_skip() -> PreludeBytecode:
-    loaded = PreludeBytecode.build(SOURCE)
-    if loaded is None:
-        pytest.skip("no prelude bytecode with this quickjs-ng binding")
-    return loaded
+INSTALLED = importlib.metadata.version("quickjs-ng")
+# The range whose Context layout was verified by hand (pyproject.toml: >=0.17,<0.18).
+VERIFIED = INSTALLED.split(".")[:2] == ["0", "17"]
 
 
-def test_bytecode_evaluates_to_what_the_source_does_line_numbers_included() -> None:
-    loaded = loader_or_skip()
+@pytest.fixture
+def bytecode(monkeypatch: pytest.MonkeyPatch) -> Bytecode:
+    """The fast path, which must open on a verified binding (a refusal fails the test
+    with its reason); tests of it skip only outside the verified range."""
+    monkeypatch.delenv(ENV_SWITCH, raising=False)
+    if not VERIFIED:
+        pytest.skip(f"quickjs-ng {INSTALLED} is outside the verified range (0.17.x)")
+    return Bytecode.open(INSTALLED)
+
+
+def test_bytecode_evaluates_to_what_the_source_does_line_numbers_included(
+    bytecode: Bytecode,
+) -> None:
+    loaded = bytecode.compile(SOURCE)
+    assert loaded is not None
     from_bytecode = quickjs.Context()
     assert loaded.load(from_bytecode)
     from_source = quickjs.Context()
@@ -43,8 +67,9 @@ def test_bytecode_evaluates_to_what_the_source_does_line_numbers_included() -> N
     assert ":4:" in from_bytecode.eval("probe(21)")
 
 
-def test_each_load_gives_a_fresh_context_its_own_objects() -> None:
-    loaded = loader_or_skip()
+def test_each_load_gives_a_fresh_context_its_own_objects(bytecode: Bytecode) -> None:
+    loaded = bytecode.compile(SOURCE)
+    assert loaded is not None
     first, second = quickjs.Context(), quickjs.Context()
     assert loaded.load(first)
     assert loaded.load(second)
@@ -54,46 +79,77 @@ def test_each_load_gives_a_fresh_context_its_own_objects() -> None:
 
 def test_the_environment_switch_turns_bytecode_off(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(ENV_SWITCH, "0")
-    assert PreludeBytecode.build(SOURCE) is None
+    with pytest.raises(BytecodeUnavailable, match=f"{ENV_SWITCH}=0"):
+        Bytecode.open(INSTALLED)
 
 
-def test_an_unchecked_binding_version_is_never_poked(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("version", ["0.18.0", "0.18.0rc1", "0.16.9", "1.0", "x", "", None])
+def test_an_unverified_binding_version_is_never_poked(
+    monkeypatch: pytest.MonkeyPatch, version: str | None
+) -> None:
     # The JSContext pointer is read at an offset of the binding's private layout.
-    monkeypatch.setattr(_bytecode, "_binding_version", lambda: (0, 99))
-    assert PreludeBytecode.build(SOURCE) is None
-    monkeypatch.setattr(_bytecode, "_binding_version", lambda: None)
-    assert PreludeBytecode.build(SOURCE) is None
+    monkeypatch.delenv(ENV_SWITCH, raising=False)
+
+    def poked(*_: Any) -> Any:
+        raise AssertionError("the binding was touched")
+
+    monkeypatch.setattr(_bytecode, "library", poked)
+    monkeypatch.setattr(_bytecode, "context_pointers", poked)
+    with pytest.raises(BytecodeUnavailable, match=r"quickjs-ng.*>=0\.17,<0\.18"):
+        Bytecode.open(version)
 
 
-def test_source_that_does_not_compile_gives_no_bytecode() -> None:
-    loader_or_skip()
-    assert PreludeBytecode.build("function (") is None
+@pytest.mark.parametrize(
+    ("version", "verified"),
+    [
+        ("0.17", True), ("0.17.0.2", True), ("0.17.12.post1", True), ("0.17.0rc1", True),
+        ("0.16.99", False), ("0.18.0", False), ("0.18.0rc1", False), ("1.17.0", False),
+        ("v0.17", False), ("", False), (None, False),
+    ],
+)
+def test_the_verified_range_is_the_full_version_from_0_17_to_before_0_18(
+    version: str | None, verified: bool
+) -> None:
+    assert (unverified(version) is None) == verified
 
 
-def test_the_worker_says_which_way_it_gives_contexts_the_prelude(
+def test_source_that_does_not_compile_gives_no_bytecode(bytecode: Bytecode) -> None:
+    assert bytecode.compile("function (") is None
+
+
+def test_the_worker_reads_the_prelude_as_bytecode_on_a_verified_binding(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    expected = "bytecode" if PreludeBytecode.build(SOURCE) is not None else "source"
+    monkeypatch.delenv(ENV_SWITCH, raising=False)
+    if not VERIFIED:
+        pytest.skip(f"quickjs-ng {INSTALLED} is outside the verified range (0.17.x)")
     w = ScriptWorker()
     try:
         assert w.prelude is None
         asyncio.run(w.start())
-        assert w.prelude == expected
+        assert (w.prelude, w.prelude_reason) == ("bytecode", None)
     finally:
         asyncio.run(w.aclose())
+
+
+def test_the_worker_says_why_it_compiles_the_prelude_from_source(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     monkeypatch.setenv(ENV_SWITCH, "0")
     w = ScriptWorker()
     try:
         asyncio.run(w.start())
         assert w.prelude == "source"
+        assert f"{ENV_SWITCH}=0" in (w.prelude_reason or "")
     finally:
         asyncio.run(w.aclose())
 
 
-def test_bytecode_without_lines_evaluates_the_same_but_has_no_line_numbers() -> None:
+def test_bytecode_without_lines_evaluates_the_same_but_has_no_line_numbers(
+    bytecode: Bytecode,
+) -> None:
     """The worker's prelude is read without line numbers (docs/runtime.md)."""
-    loader_or_skip()
-    stripped = PreludeBytecode.build(SOURCE, keep_lines=False)
+    stripped = bytecode.compile(SOURCE, keep_lines=False)
     assert stripped is not None
     from_bytecode = quickjs.Context()
     assert stripped.load(from_bytecode)
@@ -103,3 +159,56 @@ def test_bytecode_without_lines_evaluates_the_same_but_has_no_line_numbers() -> 
     assert stripped_probe["n"] == json.loads(from_source.eval("probe(21)"))["n"]
     # No frame of it can pass for a script line (prelude.js looks for "<input>").
     assert "<input>" not in stripped_probe["stack"]
+
+
+# ---- checking the binding's pointers without trusting them --------------------------
+
+
+def test_readable_asks_the_operating_system_and_never_faults() -> None:
+    buffer = ctypes.create_string_buffer(b"x" * 64)
+    assert readable(ctypes.addressof(buffer), 64)
+    # Page zero and the pages after it are never mapped (vm.mmap_min_addr).
+    for address in (0, 8, 0x1000, 0x8000 - 8):
+        assert not readable(address, 8)
+    assert not readable(ctypes.addressof(buffer), 0)
+
+
+def _fake_pointers() -> tuple[ctypes.Array[ctypes.c_char], ctypes.Array[ctypes.c_char]]:
+    """Two zeroed, aligned blocks of readable memory: neither is a JSRuntime or a
+    JSContext."""
+    return ctypes.create_string_buffer(256), ctypes.create_string_buffer(256)
+
+
+@pytest.mark.parametrize(
+    ("case", "reason"),
+    [
+        ("null", "null pointer"),
+        ("misaligned", "aligned"),
+        ("unmapped", "readable memory"),
+        ("mapped but not a context", "not a context and its runtime"),
+        ("another Context's runtime", "does not name its Context"),
+    ],
+)
+def test_pointers_that_are_not_a_context_are_refused_without_a_crash(
+    bytecode: Bytecode, case: str, reason: str
+) -> None:
+    lib = library()
+    assert lib is not None
+    ctx, other = quickjs.Context(), quickjs.Context()
+    runtime, context = context_pointers(ctx)
+    assert runtime is not None
+    assert context is not None
+    fake_runtime, fake_context = _fake_pointers()
+    pointers: dict[str, tuple[int | None, int | None]] = {
+        "null": (runtime, None),
+        "misaligned": (runtime + 1, context + 1),
+        "unmapped": (0x1000, 0x2000),
+        "mapped but not a context": (
+            ctypes.addressof(fake_runtime), ctypes.addressof(fake_context)
+        ),
+        "another Context's runtime": context_pointers(other),
+    }
+    found = check_pointers(lib, *pointers[case], owner=id(ctx))
+    assert found is not None
+    assert reason in found
+    assert check_pointers(lib, runtime, context, owner=id(ctx)) is None

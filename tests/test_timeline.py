@@ -33,23 +33,14 @@ from timeline_runs import (
 
 import woml_magic as wm
 from woml_magic.model import Run, idempotency_key
+from woml_magic.outcomes import OUTCOMES, RULES
 from woml_magic.policy import RetryPolicy
-from woml_magic.timeline import html as tl_html
 from woml_magic.timeline import mimebundle, render_html, render_text
-from woml_magic.timeline._layout import (
-    BAR_CLEARANCE,
-    BAR_GAP,
-    BAR_TEXT,
-    BREAK_W,
-    LABEL_GAP,
-    MIN_BAR_W,
-    OUTCOMES,
-    TimelineLayout,
-    compute_layout,
-    format_time,
-    nice_axis,
-    tick_step,
-)
+from woml_magic.timeline import theme as tl_theme
+from woml_magic.timeline.axis import format_time, nice_axis, tick_step
+from woml_magic.timeline.geometry import BAR_CLEARANCE, BAR_GAP, BREAK_W, LABEL_GAP, MIN_BAR_W
+from woml_magic.timeline.layout import TimelineLayout, compute_layout
+from woml_magic.timeline.outcome_styles import BAR_TEXT, OUTCOME_STYLES
 
 SVG = "{http://www.w3.org/2000/svg}"
 EVIL = "<script>alert('x')</script>"
@@ -566,12 +557,14 @@ def test_succeeded_after_retries_reads_as_success_with_amber_retries() -> None:
     (charge,) = [g for g in in_svg(root, "woml-lane") if g.get("data-step") == "charge"]
     threw = by_class(charge, "woml-outcome-threw")
     assert len(threw) == 2
-    r, g, b = (int(OUTCOMES["threw"].color[i : i + 2], 16) for i in (1, 3, 5))
+    r, g, b = (int(OUTCOME_STYLES["threw"].color[i : i + 2], 16) for i in (1, 3, 5))
     assert r > g > b  # amber: orange-brown, not a red
     assert g > 0.35 * r
     for bar in threw:
-        assert bar.find(f"{SVG}rect").get("fill") == OUTCOMES["threw"].color
-    assert OUTCOMES["threw"].color not in {OUTCOMES[o].color for o in ("timeout", "crash")}
+        assert bar.find(f"{SVG}rect").get("fill") == OUTCOME_STYLES["threw"].color
+    assert OUTCOME_STYLES["threw"].color not in {
+        OUTCOME_STYLES[o].color for o in ("timeout", "crash")
+    }
     status = by_class(root, "woml-step-status")[0]
     assert status.text == "succeeded"
 
@@ -648,19 +641,25 @@ def resolve(value: str, variables: dict[str, str]) -> str:
     return resolve(fallback, variables)
 
 
-@pytest.mark.parametrize("outcome", list(OUTCOMES))
+def test_every_outcome_of_spec_3_2_has_a_style_and_its_legend_in_rule_order() -> None:
+    assert list(OUTCOME_STYLES) == [*OUTCOMES, "running", "planned"]
+    for outcome in OUTCOMES:
+        assert OUTCOME_STYLES[outcome].meaning == RULES[outcome].legend
+
+
+@pytest.mark.parametrize("outcome", list(OUTCOME_STYLES))
 def test_text_inside_every_bar_fill_meets_wcag_aa(outcome: str) -> None:
-    ratio = contrast(_rgb(BAR_TEXT), _rgb(OUTCOMES[outcome].color))
+    ratio = contrast(_rgb(BAR_TEXT), _rgb(OUTCOME_STYLES[outcome].color))
     assert ratio >= 4.5, f"{outcome}: {ratio:.2f}"
 
 
 @pytest.mark.parametrize(
     ("fg", "bg"),
     [
-        (tl_html.TEXT, "#ffffff"),
-        (tl_html.TEXT_MUTED, "#ffffff"),
-        (tl_html.TEXT, tl_html.CODE_BG),
-        (tl_html.FOCUS, "#ffffff"),
+        (tl_theme.TEXT, "#ffffff"),
+        (tl_theme.TEXT_MUTED, "#ffffff"),
+        (tl_theme.TEXT, tl_theme.CODE_BG),
+        (tl_theme.FOCUS, "#ffffff"),
     ],
 )
 def test_fallback_colours_meet_wcag_aa_on_white(fg: str, bg: str) -> None:
@@ -683,9 +682,11 @@ def test_theme_text_meets_wcag_aa_in_jupyterlab_light_and_dark(
     theme: str, role: str, background: str
 ) -> None:
     variables = theme_vars(theme)
-    bg_name = tl_html.THEME_VARS[background][0] if background in tl_html.THEME_VARS else background
+    bg_name = (
+        tl_theme.THEME_VARS[background][0] if background in tl_theme.THEME_VARS else background
+    )
     bg = _rgb(resolve(variables[bg_name], variables))
-    fg_name = tl_html.THEME_VARS[role][0]
+    fg_name = tl_theme.THEME_VARS[role][0]
     fg = _rgb(resolve(variables[fg_name], variables), under=bg)
     ratio = contrast(fg, bg)
     assert ratio >= 4.5, f"{fg_name} on {bg_name} in {theme}: {ratio:.2f}"
@@ -696,7 +697,7 @@ def test_the_style_uses_those_theme_variables_with_fallbacks_and_is_scoped() -> 
     style = root.find("style")
     assert style is not None
     css = style.text or ""
-    for name, fallback in tl_html.THEME_VARS.values():
+    for name, fallback in tl_theme.THEME_VARS.values():
         assert f"var({name},{fallback})" in css
     selectors = re.findall(r"(?:^|})([^{}]+)\{", css)
     assert selectors
@@ -711,7 +712,7 @@ def test_text_outside_bars_carries_a_fallback_fill_and_a_theme_class() -> None:
     root = parse_xml(render_html(failed_closed().run))
     (svg,) = root.findall(f".//{SVG}svg")
     for text in svg.iter(f"{SVG}text"):
-        assert text.get("fill") in {tl_html.TEXT, tl_html.TEXT_MUTED, BAR_TEXT}, text.text
+        assert text.get("fill") in {tl_theme.TEXT, tl_theme.TEXT_MUTED, BAR_TEXT}, text.text
         assert text.get("class"), text.text
 
 

@@ -29,7 +29,7 @@ from timeline_runs import waiting
 import woml_magic as wm
 from woml_magic.model import Run
 from woml_magic.timeline import interactive_html, render_html, timeline_js, widget_esm
-from woml_magic.timeline._layout import format_time
+from woml_magic.timeline.axis import format_time
 
 pytestmark = pytest.mark.browser
 

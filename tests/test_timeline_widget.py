@@ -154,7 +154,7 @@ def test_live_updates_inside_a_running_loop_are_batched(made: list[Any]) -> None
     assert w.renders == during + 1  # RunFinished renders at once
     assert w.status == "succeeded"
     assert statuses(w) == ["succeeded"]
-    assert w._timer is None
+    assert not w.render_scheduled
     assert labels(w, "poll") == [f"#{n} threw" for n in range(1, 10)] + ["#10 succeeded"]
 
 
@@ -221,7 +221,7 @@ def test_events_from_the_engines_own_loop_thread_render_on_that_loop(made: list[
         assert seen == [thread.name]
         assert labels(w)[1] == "#2 running"
         w.close()  # from this thread while the loop runs: nothing left scheduled
-        assert w._timer is None
+        assert not w.render_scheduled
     finally:
         loop.call_soon_threadsafe(loop.stop)
         thread.join(5)
@@ -306,7 +306,7 @@ def test_close_inside_the_loop_cancels_a_pending_render(made: list[Any]) -> None
         w = TimelineWidget(r.run, max_rate_hz=1.0)
         r.sinks.append(w)
         r.start("charge", 2, 1.12)  # a render is due within a second
-        assert w._timer is not None
+        assert w.render_scheduled
         before = w.renders
         w.close()
         await asyncio.sleep(0.05)

@@ -6,8 +6,9 @@ HTTP client and lxml load on first use (PEP 562 ``__getattr__``).
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from ._lazy import lazy_exports
 
 # Imported eagerly: the function shares its name with the module woml_magic.parse, and
 # the first `from .parse import …` anywhere would otherwise rebind woml_magic.parse to
@@ -51,27 +52,18 @@ _LAZY = {
     "run": "api",
     "run_async": "api",
     "start": "api",
-    "RunHandle": "api",
+    "RunHandle": "handle",
     "load_ipython_extension": "magic",
     "unload_ipython_extension": "magic",
 }
 
 if TYPE_CHECKING:
-    from .api import RunHandle, run, run_async, start
+    from .api import run, run_async, start
     from .errors import WomlError, WomlSyntaxError
+    from .handle import RunHandle
     from .magic import load_ipython_extension, unload_ipython_extension
     from .model import Attempt, AttemptError, Call, Run, Step, StepRun, Workflow
     from .policy import RetryPolicy
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'woml_magic' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f".{module}", __name__), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(__all__)
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY, __all__, globals())

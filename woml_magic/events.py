@@ -57,6 +57,13 @@ class StepEvent(Event):
 
 
 @dataclass(frozen=True, kw_only=True)
+class AttemptEvent(StepEvent):
+    """An event of one attempt of a step: it always names the attempt (1-based)."""
+
+    number: int
+
+
+@dataclass(frozen=True, kw_only=True)
 class RunStarted(Event):
     """A new run: the document it runs and how (spec §5.2)."""
 
@@ -83,33 +90,30 @@ class StepStarted(StepEvent):
 
 
 @dataclass(frozen=True, kw_only=True)
-class AttemptStarted(StepEvent):
+class AttemptStarted(AttemptEvent):
     """Committed before the script proceeds (spec §5.2)."""
 
     kind: ClassVar[str] = "attempt-started"
-    number: int = 1
     idempotency_key: str = ""
 
 
 @dataclass(frozen=True, kw_only=True)
-class LogEmitted(StepEvent):
+class LogEmitted(AttemptEvent):
     """One line of ``console`` output from a running attempt (spec §4.4)."""
 
     kind: ClassVar[str] = "log"
-    number: int = 1
     level: str = "log"
     text: str = ""
 
 
 @dataclass(frozen=True, kw_only=True)
-class CallStarted(StepEvent):
+class CallStarted(AttemptEvent):
     """A ``services.http.request`` call leaves; committed before the request (spec §5.2).
 
     ``request_headers`` are already redacted (spec §4.1).
     """
 
     kind: ClassVar[str] = "call-started"
-    number: int = 1
     call_index: int = 0
     name: str | None = None
     method: str = "GET"
@@ -120,7 +124,7 @@ class CallStarted(StepEvent):
 
 
 @dataclass(frozen=True, kw_only=True)
-class CallFinished(StepEvent):
+class CallFinished(AttemptEvent):
     """A call ended: a response, a network error, or an ambiguous outcome (spec §4.1).
 
     For a response, ``response`` holds ``{status, headers, data}`` (headers redacted)
@@ -128,7 +132,6 @@ class CallFinished(StepEvent):
     """
 
     kind: ClassVar[str] = "call-finished"
-    number: int = 1
     call_index: int = 0
     name: str | None = None
     outcome: CallOutcome = "response"  # never "running": the call ended
@@ -139,11 +142,10 @@ class CallFinished(StepEvent):
 
 
 @dataclass(frozen=True, kw_only=True)
-class AttemptFinished(StepEvent):
+class AttemptFinished(AttemptEvent):
     """An attempt's single outcome (spec §3.2) and why it did or did not retry."""
 
     kind: ClassVar[str] = "attempt-finished"
-    number: int = 1
     outcome: Outcome = "succeeded"
     result: JSON = None
     error: dict[str, JSON] | None = None  # {"name", "message", "line"}

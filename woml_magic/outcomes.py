@@ -101,7 +101,7 @@ RULES: Final[Mapping[Outcome, OutcomeRule]] = {
         OutcomeRule(TIMEOUT, False, False, False, "ran past the step timeout"),
         OutcomeRule(INVALID_JSON, False, False, True, "result is not JSON"),
         OutcomeRule(OVERSIZED, False, False, True, "result too large"),
-        OutcomeRule(CRASH, False, False, True, "the worker or the host failed"),
+        OutcomeRule(CRASH, False, False, True, "the script worker or host failed"),
         OutcomeRule(INTERRUPTED, False, True, False, "interrupted; effect unknown"),
         OutcomeRule(CANCELLED, False, True, False, "cancelled by the user"),
         OutcomeRule(AMBIGUOUS, False, False, False, "a call's effect is unknown"),

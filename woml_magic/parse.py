@@ -30,11 +30,9 @@ from .scan import (
     Tag,
     check_size_and_characters,
     check_well_formed,
-    describe,
-    quoted,
-    retry_tag_message,
     scan_markup,
 )
+from .scan_messages import describe, quoted, retry_tag_message
 
 __all__ = ["IMPLICIT_WORKFLOW_ID", "MAX_BYTES", "MAX_STEPS", "SCRIPT_ATTRIBUTES",
            "STEP_ATTRIBUTES", "WORKFLOW_ATTRIBUTES", "parse"]

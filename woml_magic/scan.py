@@ -8,7 +8,8 @@ declarations, processing instructions, unbalanced tags, the step limit). It retu
 text with every script body and the XML declaration blanked to spaces (line breaks
 kept), so offsets in the blanked text equal offsets in the cell. ``check_well_formed``
 then has lxml check the blanked text with entity resolution, DTD loading and network
-access off. ``woml_magic.parse`` validates the tags and builds the models.
+access off. ``woml_magic.parse`` validates the tags and builds the models; the
+sentences for markup WOML refuses are in ``woml_magic.scan_messages``.
 """
 
 from __future__ import annotations
@@ -18,6 +19,12 @@ from bisect import bisect_right
 from dataclasses import dataclass, field
 
 from .errors import WomlSyntaxError
+from .scan_messages import (
+    diagnose_text,
+    markup_declaration_message,
+    processing_instruction_message,
+    short,
+)
 
 #: spec §2.5: documents over 1 MiB of UTF-8 or over 10,000 steps are refused.
 MAX_BYTES = 1 << 20
@@ -90,6 +97,12 @@ class Tag:
     def attr(self, name: str) -> Attr | None:
         return self.attrs.get(name)
 
+    @property
+    def valid_id(self) -> str | None:
+        """The ``id`` attribute's value if it is a valid id (spec §2.2), else None."""
+        attr = self.attrs.get("id")
+        return attr.value if attr is not None and ID.fullmatch(attr.value) else None
+
 
 @dataclass
 class Scan:
@@ -119,7 +132,6 @@ class Locator:
     def error_at(self, line: int, column: int, message: str) -> WomlSyntaxError:
         index = min(max(line - 1, 0), len(self.starts) - 1)
         return self.error(min(self.starts[index] + max(column - 1, 0), len(self.text)), message)
-
 
 
 def check_size_and_characters(text: str, loc: Locator) -> None:
@@ -152,7 +164,7 @@ def scan_markup(text: str, loc: Locator) -> Scan:
         stop = len(text) if lt < 0 else lt
         stray = NON_SPACE.search(text, pos, stop)
         if stray is not None:
-            raise _text_error(text, stray.start(), tags, stack, loc)
+            raise loc.error(*diagnose_text(text, stray.start(), _open_tag(tags, stack)))
         if lt < 0:
             break
         if text.startswith("<!--", lt):
@@ -162,13 +174,13 @@ def scan_markup(text: str, loc: Locator) -> Scan:
             pos = end + 3
             continue
         if text.startswith(_CDATA_OPEN, lt):
-            raise _text_error(text, lt, tags, stack, loc)
+            raise loc.error(*diagnose_text(text, lt, _open_tag(tags, stack)))
         if text.startswith("<!", lt):
-            raise loc.error(lt, _markup_declaration_message(text, lt))
+            raise loc.error(lt, markup_declaration_message(text, lt))
         if text.startswith("<?", lt):
             decl = _XML_DECL.match(text, lt) if text.startswith("<?xml", lt) else None
             if decl is None or not first_markup:
-                raise loc.error(lt, _processing_instruction_message(text, lt, first_markup))
+                raise loc.error(lt, processing_instruction_message(text, lt, first_markup))
             out.append(text[copied:lt] + " " * (decl.end() - lt))
             copied = pos = decl.end()
             first_markup = False
@@ -287,6 +299,11 @@ def _script_text(body: str, at: int, loc: Locator) -> tuple[str, int]:
     return body.replace("\r\n", "\n").replace("\r", "\n"), start
 
 
+def _open_tag(tags: list[Tag], stack: list[int]) -> Tag | None:
+    """The innermost open tag, None at the top level."""
+    return tags[stack[-1]] if stack else None
+
+
 def _close_tag(text: str, lt: int, tags: list[Tag], stack: list[int], loc: Locator) -> int:
     match = _END_TAG.match(text, lt)
     if match is None:
@@ -304,55 +321,6 @@ def _close_tag(text: str, lt: int, tags: list[Tag], stack: list[int], loc: Locat
         )
     stack.pop()
     return match.end()
-
-
-def retry_tag_message(content: str | None = None) -> str:
-    """The seed's first rule, taught where someone wrote ``<retry>`` (spec §2.2, seed:
-    "Retry is a step attribute, not a tag"); ``content`` is what the tag held, if any."""
-    value = content.strip() if content and _RETRY_COUNT.fullmatch(content.strip()) else "3"
-    return f'retry is a step attribute, not a tag: write <step retry="{value}" …>'
-
-
-_RETRY_COUNT = re.compile(r"\d{1,2}")
-
-
-def _text_error(
-    text: str, at: int, tags: list[Tag], stack: list[int], loc: Locator
-) -> WomlSyntaxError:
-    """Text outside scripts: WOML allows only whitespace and comments there (spec §2.1)."""
-    found = re.split(r"[\r\n<]", text[at : at + 40], maxsplit=1)[0].rstrip() or text[at]
-    if stack and tags[stack[-1]].name == "retry":
-        # `<retry>3</retry>`: the most natural way to get the seed's first rule wrong.
-        return loc.error(tags[stack[-1]].at, retry_tag_message(found))
-    shown = short(found, 30)
-    if not stack:
-        where = "outside any element; between steps"
-    else:
-        where = f"inside {describe(tags[stack[-1]])}; there"
-    return loc.error(
-        at,
-        f"unexpected text {shown!r} {where} only whitespace, comments and elements are allowed "
-        "(put code inside <script>…</script>)",
-    )
-
-
-def _markup_declaration_message(text: str, lt: int) -> str:
-    word = re.match(r"<!([A-Za-z]*)", text[lt : lt + 20])
-    kind = word.group(1).upper() if word else ""
-    if kind in ("DOCTYPE", "ENTITY", "ELEMENT", "ATTLIST", "NOTATION"):
-        return (
-            f"<!{kind} declarations are not allowed; WOML documents cannot declare a DTD "
-            "or entities (spec §2.5)"
-        )
-    return "unexpected '<!'; only comments <!-- … --> may appear outside scripts"
-
-
-def _processing_instruction_message(text: str, lt: int, first_markup: bool) -> str:
-    if text.startswith("<?xml", lt) and re.match(r"<\?xml[\s?]", text[lt : lt + 6]):
-        if first_markup:
-            return 'malformed XML declaration; write it as <?xml version="1.0"?>'
-        return "the XML declaration <?xml …?> must come first in the cell"
-    return "processing instructions <?…?> are not allowed; only an XML declaration at the top"
 
 
 def _diagnose_tag(text: str, lt: int) -> tuple[int, str]:
@@ -413,24 +381,9 @@ def check_well_formed(blanked: str, loc: Locator) -> None:
         if line == 1:
             column -= len(_ROOT) + 2
         detail = re.sub(r", line \d+, column \d+$", "", str(exc.msg))
+        # lxml quotes the offending text, line breaks included; a message is one line.
+        detail = _LINE_BREAK.sub(" ", detail)
         raise loc.error_at(
             line, column, f"the document is not well-formed XML ({detail})"
         ) from None
 
-
-
-def describe(tag: Tag) -> str:
-    """``<step id="charge">`` when the tag has a usable id, else ``<step>``."""
-    attr = tag.attr("id")
-    if attr is not None and ID.fullmatch(attr.value):
-        return f'<{tag.shown} id="{attr.value}">'
-    return f"<{tag.shown}>"
-
-
-
-def short(value: str, limit: int) -> str:
-    return value if len(value) <= limit else value[: limit - 1] + "…"
-
-
-def quoted(value: str) -> str:
-    return '"' + short(value, 40) + '"'

@@ -11,12 +11,15 @@
 key and body replays the stored response (``Idempotent-Replayed: true``), a different
 body is 422, a repeat while the first is in flight is 409. Faults (``fail_next``,
 ``drop_response_next``, ``delay_next``) stage the failures a retry policy must
-survive. Why the server is ``http.server``'s threaded server: see ``server.py``.
+survive. ``app.py`` decides every response without a socket (``DemoApp``);
+``server.py`` is the HTTP layer, and says why it is ``http.server``'s threaded server.
 ``python -m woml_magic.demo`` serves it from the command line. Docs: docs/demo-api.md.
 """
 
 from __future__ import annotations
 
-from .api import DemoAPI, DemoAPIError, DemoRequest
+from .api import DemoAPI
+from .app import DemoAPIError
+from .exchange import DemoRequest
 
 __all__ = ["DemoAPI", "DemoAPIError", "DemoRequest"]

@@ -11,6 +11,10 @@ dependency — gives exactly the control the faults need, which ASGI/WSGI stacks
 - keep-alive: HTTP/1.1 with ``Content-Length`` on every response, so clients reuse
   connections the way httpx does against real APIs.
 
+The server decides nothing: each request goes through ``DemoApp``'s public state
+machine (``begin`` → the delay → ``finish``, or ``reject`` for a request refused
+while reading it); the handler only reads bytes, waits, and writes or drops.
+
 Clean shutdown (no leaked socket or thread, tests run with ``filterwarnings = error``):
 the server remembers every open connection and its thread; ``stop`` ends the accept
 loop, shuts every connection down (waking handlers blocked on idle keep-alive reads
@@ -31,7 +35,7 @@ from urllib.parse import urlsplit
 from .problems import Response, problem
 
 if TYPE_CHECKING:
-    from .api import DemoAPI
+    from .app import DemoApp
 
 #: Request bodies above this are refused (413): the demo's records are tiny.
 MAX_BODY = 1024 * 1024
@@ -43,14 +47,18 @@ JOIN_TIMEOUT = 5.0
 
 
 class DemoServer(ThreadingHTTPServer):
-    """The listening socket, the accept thread and one thread per connection."""
+    """The listening socket, the accept thread and one thread per connection.
+
+    ``stopping`` is set by ``stop``: it cuts short the delays handlers are holding.
+    """
 
     daemon_threads = True
     # We join connection threads ourselves in stop(), after shutting their sockets.
     block_on_close = False
 
-    def __init__(self, api: DemoAPI, address: tuple[str, int]) -> None:
-        self.api = api
+    def __init__(self, app: DemoApp, address: tuple[str, int]) -> None:
+        self.app = app
+        self.stopping = threading.Event()
         self._connections: dict[socket.socket, threading.Thread] = {}
         self._connections_lock = threading.Lock()
         self._thread: threading.Thread | None = None
@@ -81,6 +89,7 @@ class DemoServer(ThreadingHTTPServer):
 
     def stop(self) -> None:
         """Stop accepting, shut every connection down, close, join every thread."""
+        self.stopping.set()
         self.shutdown()  # returns once the accept loop has exited: no new connections
         with self._connections_lock:
             connections = list(self._connections.items())
@@ -124,7 +133,7 @@ class DemoServer(ThreadingHTTPServer):
 
 
 class DemoHandler(BaseHTTPRequestHandler):
-    """HTTP/1.1 framing for one connection; ``DemoAPI`` decides every response."""
+    """HTTP/1.1 framing for one connection; ``DemoApp`` decides every response."""
 
     protocol_version = "HTTP/1.1"
     # Answer even unparsable requests with a status line and headers (the stdlib's
@@ -134,8 +143,8 @@ class DemoHandler(BaseHTTPRequestHandler):
     sys_version = ""
 
     @property
-    def api(self) -> DemoAPI:
-        return cast(DemoServer, self.server).api
+    def demo_server(self) -> DemoServer:
+        return cast(DemoServer, self.server)
 
     def handle_one_request(self) -> None:
         """Read one request, answer it (or drop it), keep the connection if allowed."""
@@ -161,14 +170,14 @@ class DemoHandler(BaseHTTPRequestHandler):
         body = self._read_body(path, headers)
         if body is None:
             return
-        api = self.api
-        exchange = api._begin(
+        app = self.demo_server.app
+        exchange = app.begin(
             self.command, path, headers, self.headers.get_all("Idempotency-Key") or [], body
         )
         if exchange.delay > 0:
             # The effect has happened; the key stays in flight while we wait (spec §8).
-            api._stopping.wait(exchange.delay)
-        api._finish(exchange)
+            self.demo_server.stopping.wait(exchange.delay)
+        app.finish(exchange)
         if exchange.drop:
             # Not one byte: the client sees a disconnect with no response (spec §4.1).
             self.close_connection = True
@@ -190,7 +199,7 @@ class DemoHandler(BaseHTTPRequestHandler):
                 413, f"the body has {int(length_text)} bytes; at most {MAX_BODY} are allowed."
             )
         if refusal is not None:
-            self.api._reject(self.command, path, headers, refusal)
+            self.demo_server.app.reject(self.command, path, headers, refusal)
             self.close_connection = True  # the unread body makes the stream unusable
             self._send(refusal)
             return None
@@ -219,6 +228,6 @@ class DemoHandler(BaseHTTPRequestHandler):
         self._send(problem(code, detail))
 
     def log_message(self, format: str, *args: Any) -> None:
-        # DemoAPI(log=...) reports requests; http.server's stderr lines would litter
+        # DemoApp(log=...) reports requests; http.server's stderr lines would litter
         # notebooks and test output.
         return

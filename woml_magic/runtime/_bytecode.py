@@ -7,16 +7,19 @@ quickjs-ng has no bytecode API, but its shared library exports QuickJS's C API, 
 this module calls ``JS_Eval`` (compile only), ``JS_WriteObject``, ``JS_ReadObject``
 and ``JS_EvalFunction`` through ctypes on the ``JSContext`` of a binding ``Context``.
 
-That pointer sits at a fixed offset in the binding's ``Context`` object, which is
-the binding's private layout. So the bytecode is used only when all of these hold,
-and otherwise ``PreludeBytecode.build`` returns None and the worker compiles the
-prelude from source (the same behaviour, only slower):
+That pointer sits at a fixed offset in the binding's ``Context`` object
+(``PyObject_HEAD; JSRuntime *runtime; JSContext *context; …``), the binding's private
+layout. ``Bytecode.open`` trusts it only when all of these hold, in this order, and
+otherwise raises ``BytecodeUnavailable`` with the reason (the worker then compiles the
+prelude from source: the same behaviour, ≈ 2.6 times fewer attempts per second):
 
-- the installed binding is a version whose layout was checked (``CHECKED_VERSIONS``);
-- in this process, the pointer read from a fresh ``Context`` is a context of the
-  runtime read beside it (``JS_GetRuntime``), and bytecode written and read back
-  evaluates to what the source does;
-- ``WOML_PRELUDE_BYTECODE`` is not ``0`` (the tests run both ways).
+- ``WOML_PRELUDE_BYTECODE`` is not ``0`` (the tests run both ways);
+- the installed quickjs-ng's full version lies in the verified range
+  (``binding.VERIFIED``); outside it the struct is never read;
+- the library loads with the functions typed, on a 64-bit build;
+- on a fresh ``Context``, the two pointers pass ``check_pointers``, which dereferences
+  nothing it has not proven readable (see there);
+- bytecode written and read back evaluates to what its source does.
 
 The bytecode is made once per worker process, in a scratch context, by the same
 library that reads it, so its format always matches.
@@ -26,19 +29,21 @@ from __future__ import annotations
 
 import ctypes
 import os
-import re
-from pathlib import Path
 from typing import Any
 
 import quickjs
 
-# quickjs-ng binding versions (major, minor) whose ``Context`` layout is
-# ``PyObject_HEAD; JSRuntime *runtime; JSContext *context; ...``.
-CHECKED_VERSIONS = {(0, 17)}
+from .binding import unverified
+
 ENV_SWITCH = "WOML_PRELUDE_BYTECODE"
 
-_RUNTIME_OFFSET = 2 * ctypes.sizeof(ctypes.c_void_p)  # after PyObject_HEAD
-_CONTEXT_OFFSET = _RUNTIME_OFFSET + ctypes.sizeof(ctypes.c_void_p)
+_POINTER = ctypes.sizeof(ctypes.c_void_p)
+_RUNTIME_OFFSET = 2 * _POINTER  # after PyObject_HEAD
+_CONTEXT_OFFSET = _RUNTIME_OFFSET + _POINTER
+# How much of a pointer's target must be readable before a C function reads it.
+# JS_GetRuntime reads the field after the GC header (offset 16 in 0.17.0.2, measured by
+# disassembly; it is the second field of JSContext in every QuickJS).
+_WINDOW = 64
 _COMPILE_ONLY = 1 << 5  # JS_EVAL_FLAG_COMPILE_ONLY (JS_EVAL_TYPE_GLOBAL is 0)
 _BYTECODE = 1 << 0  # JS_WRITE_OBJ_BYTECODE, JS_READ_OBJ_BYTECODE
 # JS_WRITE_OBJ_STRIP_SOURCE: without each function's source text (only
@@ -46,7 +51,7 @@ _BYTECODE = 1 << 0  # JS_WRITE_OBJ_BYTECODE, JS_READ_OBJ_BYTECODE
 # and reads in half the time. Line numbers are debug information, which stays.
 _STRIP_SOURCE = 1 << 4
 # JS_WRITE_OBJ_STRIP_DEBUG: without line numbers either (a sixth smaller, read that
-# much faster; ``build(keep_lines=False)``). The worker's prelude needs none: a frame
+# much faster; ``compile(keep_lines=False)``). The worker's prelude needs none: a frame
 # without a line is never taken for a script frame (prelude.js `prepareStackTrace`).
 _STRIP_DEBUG = 1 << 5
 _TAG_UNDEFINED = 3
@@ -55,37 +60,28 @@ _TAG_FUNCTION_BYTECODE = -2
 _PROBE_NAME = "__womlBytecodeProbe"
 
 
+class BytecodeUnavailable(Exception):
+    """Why contexts get the prelude compiled from source here; the message says."""
+
+
 class _JSValue(ctypes.Structure):
     """QuickJS's ``JSValue`` on 64-bit platforms: a 64-bit payload and a 64-bit tag."""
 
     _fields_ = [("u", ctypes.c_uint64), ("tag", ctypes.c_int64)]
 
 
-def _binding_version() -> tuple[int, int] | None:
-    """(major, minor) of the installed quickjs-ng, from its ``.dist-info`` folder.
-
-    Read beside the package rather than through ``importlib.metadata``, whose import
-    and lookup would add ≈ 13 ms to every worker's start.
-    """
-    site = Path(quickjs.__file__).resolve().parent.parent
-    for info in site.glob("quickjs_ng-*.dist-info"):
-        match = re.fullmatch(r"quickjs_ng-(\d+)\.(\d+)[^-]*\.dist-info", info.name)
-        if match is not None:
-            return int(match.group(1)), int(match.group(2))
-    return None
-
-
-def _library() -> Any | None:
+def library() -> Any | None:
     """The binding's shared library with the C functions typed, or None."""
     binding = getattr(quickjs, "_quickjs", None)
     path = getattr(binding, "__file__", None)
-    if path is None or ctypes.sizeof(ctypes.c_void_p) != 8:
+    if path is None or _POINTER != 8:
         return None
     try:
         lib = ctypes.CDLL(path)
         ptr, size, value = ctypes.c_void_p, ctypes.c_size_t, _JSValue
         signatures: dict[str, tuple[Any, list[Any]]] = {
             "JS_GetRuntime": (ptr, [ptr]),
+            "JS_GetRuntimeOpaque": (ptr, [ptr]),
             "JS_Eval": (value, [ptr, ctypes.c_char_p, size, ctypes.c_char_p, ctypes.c_int]),
             "JS_WriteObject": (ptr, [ptr, ctypes.POINTER(size), value, ctypes.c_int]),
             "JS_ReadObject": (value, [ptr, ctypes.c_char_p, size, ctypes.c_int]),
@@ -103,68 +99,133 @@ def _library() -> Any | None:
     return lib
 
 
-class PreludeBytecode:
-    """One script's bytecode, evaluated into fresh contexts by ``load``."""
+def readable(address: int, size: int) -> bool:
+    """Whether ``size`` bytes at ``address`` are readable memory of this process.
 
-    def __init__(self, lib: Any, data: bytes) -> None:
+    Asked of the operating system, without touching them: the bytes are written into a
+    pipe, and the kernel refuses (``EFAULT``) what is not mapped instead of faulting.
+    """
+    if address <= 0 or size <= 0:
+        return False
+    read_end, write_end = os.pipe()
+    try:
+        return os.write(write_end, (ctypes.c_char * size).from_address(address)) == size
+    except (OSError, ValueError, OverflowError):
+        return False
+    finally:
+        os.close(read_end)
+        os.close(write_end)
+
+
+def check_pointers(lib: Any, runtime: int | None, context: int | None, owner: int) -> str | None:
+    """None if ``context`` and ``runtime`` (read from a binding ``Context`` whose
+    ``id`` is ``owner``) are its ``JSContext *`` and ``JSRuntime *``, else why not.
+
+    Nothing is dereferenced before it is known readable: the pointers must be non-null
+    and aligned, and the memory they point at readable (``readable``); only then does
+    ``JS_GetRuntime`` read the context, which must name ``runtime``; only then, the
+    runtime proven, does ``JS_GetRuntimeOpaque`` read it, which must name the
+    ``Context`` object itself (the binding keeps it there), a value Python gave us.
+    """
+    if not runtime or not context:
+        return "the binding's Context holds a null pointer where its layout puts one"
+    if runtime % _POINTER or context % _POINTER:
+        return "the binding's Context holds no aligned pointers where its layout puts them"
+    if not (readable(context, _WINDOW) and readable(runtime, _WINDOW)):
+        return "the binding's Context does not point at readable memory where expected"
+    if lib.JS_GetRuntime(context) != runtime:
+        return "the binding's Context pointers are not a context and its runtime"
+    if lib.JS_GetRuntimeOpaque(runtime) != owner:
+        return "the binding's runtime does not name its Context"
+    return None
+
+
+def context_pointers(ctx: quickjs.Context) -> tuple[int | None, int | None]:
+    """The runtime and context pointers where the layout puts them in ``ctx``, read from
+    the Python object itself (within its ``__basicsize__``); unchecked."""
+    if type(ctx).__basicsize__ < _CONTEXT_OFFSET + _POINTER:
+        return None, None
+    runtime = ctypes.c_void_p.from_address(id(ctx) + _RUNTIME_OFFSET).value
+    context = ctypes.c_void_p.from_address(id(ctx) + _CONTEXT_OFFSET).value
+    return runtime, context
+
+
+class Bytecode:
+    """QuickJS's bytecode functions, on binding contexts whose layout was checked here."""
+
+    def __init__(self, lib: Any, context_type: type) -> None:
         self._lib = lib
-        self._data = data
+        self._type = context_type
 
     @classmethod
-    def build(cls, source: str, *, keep_lines: bool = True) -> PreludeBytecode | None:
-        """Compile ``source`` (a global script) to bytecode, or None where that is not
-        safe here (see the module docstring). ``keep_lines=False`` strips line numbers
-        too (``_STRIP_DEBUG``)."""
+    def open(cls, version: str | None) -> Bytecode:
+        """The bytecode functions for the installed quickjs-ng of ``version`` (its full
+        version, see ``binding.installed_version``); ``BytecodeUnavailable`` with the
+        reason where that is not safe here (see the module docstring)."""
         if os.environ.get(ENV_SWITCH, "1") == "0":
-            return None
-        if _binding_version() not in CHECKED_VERSIONS:
-            return None
-        if quickjs.Context.__basicsize__ < _CONTEXT_OFFSET + 8:
-            return None
-        lib = _library()
+            raise BytecodeUnavailable(f"{ENV_SWITCH}=0 turns the prelude bytecode off")
+        reason = unverified(version)
+        if reason is not None:
+            raise BytecodeUnavailable(reason)
+        if quickjs.Context.__basicsize__ < _CONTEXT_OFFSET + _POINTER:
+            raise BytecodeUnavailable("the binding's Context is smaller than its layout")
+        lib = library()
         if lib is None:
-            return None
+            raise BytecodeUnavailable("the binding's library does not export the C API")
         try:
-            data = cls._compile(lib, source, debug=keep_lines)
-            if data is None:
-                return None
-            made = cls(lib, data)
-            return made if made._round_trips() else None
-        except Exception:  # any surprise means source compilation, never a broken worker
-            return None
+            return cls._checked(lib)
+        except BytecodeUnavailable:
+            raise
+        except Exception as error:  # any surprise means source compilation, never a crash
+            raise BytecodeUnavailable(f"the bytecode self-check failed: {error!r}") from error
 
-    @staticmethod
-    def _pointer(lib: Any, ctx: quickjs.Context) -> int | None:
-        """The ``JSContext *`` of a binding context, checked against its runtime."""
-        runtime = ctypes.c_void_p.from_address(id(ctx) + _RUNTIME_OFFSET).value
-        context = ctypes.c_void_p.from_address(id(ctx) + _CONTEXT_OFFSET).value
-        if not runtime or not context or lib.JS_GetRuntime(context) != runtime:
+    @classmethod
+    def _checked(cls, lib: Any) -> Bytecode:
+        """The functions on a fresh ``Context`` whose pointers pass ``check_pointers``,
+        once bytecode round-trips through them."""
+        ctx = quickjs.Context()
+        reason = check_pointers(lib, *context_pointers(ctx), owner=id(ctx))
+        if reason is not None:
+            raise BytecodeUnavailable(reason)
+        opened = cls(lib, type(ctx))
+        if not opened._round_trips():
+            raise BytecodeUnavailable("bytecode read back does not run as its source")
+        return opened
+
+    def _pointer(self, ctx: quickjs.Context) -> int | None:
+        """The ``JSContext *`` of a binding context: a ``Context`` of the type whose
+        layout ``open`` checked, so the pointer is its context, or null."""
+        if type(ctx) is not self._type:
+            return None
+        runtime, context = context_pointers(ctx)
+        if not runtime or not context or self._lib.JS_GetRuntime(context) != runtime:
             return None
         return int(context)
 
-    def compile_more(self, source: str, scratch: quickjs.Context) -> PreludeBytecode | None:
-        """Another global script as bytecode, keeping function source text (scripts'
-        ``toString`` is checked), compiled in ``scratch`` by the library ``build``
-        checked; None if it does not compile."""
+    def compile(
+        self, source: str, *, keep_lines: bool = True, keep_source: bool = False,
+        scratch: quickjs.Context | None = None,
+    ) -> CompiledScript | None:
+        """``source`` (a global script) as bytecode, compiled in ``scratch`` (or a fresh
+        context); None if it does not compile. ``keep_lines=False`` strips line numbers
+        (``_STRIP_DEBUG``); ``keep_source`` keeps function source text (``toString``)."""
         try:
-            data = self._compile(self._lib, source, scratch=scratch, strip=False)
+            data = self._compile(source, scratch or quickjs.Context(),
+                                 strip=not keep_source, debug=keep_lines)
         except Exception:  # never a broken worker: the caller compiles from source
             return None
-        return None if data is None else PreludeBytecode(self._lib, data)
+        return None if data is None else CompiledScript(self, data)
 
-    @classmethod
-    def _compile(
-        cls, lib: Any, source: str, *, scratch: quickjs.Context | None = None,
-        strip: bool = True, debug: bool = True,
-    ) -> bytes | None:
-        scratch = scratch or quickjs.Context()
-        context = cls._pointer(lib, scratch)
+    def _compile(self, source: str, scratch: quickjs.Context, *, strip: bool,
+                 debug: bool) -> bytes | None:
+        lib = self._lib
+        context = self._pointer(scratch)
         if context is None:
             return None
         text = source.encode("utf-8", "surrogatepass")
         function = lib.JS_Eval(context, text, len(text), b"<input>", _COMPILE_ONLY)
         if function.tag != _TAG_FUNCTION_BYTECODE:
-            cls._discard(lib, context, function)
+            self._discard(context, function)
             return None
         size = ctypes.c_size_t()
         flags = _BYTECODE | (_STRIP_SOURCE if strip else 0) | (0 if debug else _STRIP_DEBUG)
@@ -176,32 +237,44 @@ class PreludeBytecode:
         lib.js_free(context, buffer)
         return data
 
-    @staticmethod
-    def _discard(lib: Any, context: int, value: _JSValue) -> None:
+    def _discard(self, context: int, value: _JSValue) -> None:
         """Free a returned value, or clear the exception it signals."""
         if value.tag == _TAG_EXCEPTION:
-            lib.JS_FreeValue(context, lib.JS_GetException(context))
+            self._lib.JS_FreeValue(context, self._lib.JS_GetException(context))
         elif value.tag != _TAG_UNDEFINED:
-            lib.JS_FreeValue(context, value)
+            self._lib.JS_FreeValue(context, value)
 
     def _round_trips(self) -> bool:
         """Whether a tiny script read back from bytecode runs as its source does."""
-        probe = PreludeBytecode._compile(self._lib, f"globalThis.{_PROBE_NAME} = 6 * 7;")
+        probe = self.compile(f"globalThis.{_PROBE_NAME} = 6 * 7;")
         if probe is None:
             return False
         ctx = quickjs.Context()
-        return PreludeBytecode(self._lib, probe).load(ctx) and bool(ctx.get(_PROBE_NAME) == 42)
+        return probe.load(ctx) and bool(ctx.get(_PROBE_NAME) == 42)
 
-    def load(self, ctx: quickjs.Context) -> bool:
-        """Evaluate the bytecode in ``ctx``; False (nothing evaluated) if it could not be."""
+    def load(self, data: bytes, ctx: quickjs.Context) -> bool:
+        """Evaluate bytecode ``data`` in ``ctx``; False (nothing evaluated) if it could
+        not be."""
         lib = self._lib
-        context = self._pointer(lib, ctx)
+        context = self._pointer(ctx)
         if context is None:
             return False
-        function = lib.JS_ReadObject(context, self._data, len(self._data), _BYTECODE)
+        function = lib.JS_ReadObject(context, data, len(data), _BYTECODE)
         if function.tag == _TAG_EXCEPTION:
-            self._discard(lib, context, function)
+            self._discard(context, function)
             return False
         result = lib.JS_EvalFunction(context, function)  # takes over `function`
-        self._discard(lib, context, result)
+        self._discard(context, result)
         return bool(result.tag != _TAG_EXCEPTION)
+
+
+class CompiledScript:
+    """One global script's bytecode, evaluated into fresh contexts by ``load``."""
+
+    def __init__(self, bytecode: Bytecode, data: bytes) -> None:
+        self._bytecode = bytecode
+        self._data = data
+
+    def load(self, ctx: quickjs.Context) -> bool:
+        """Evaluate the script in ``ctx``; False (nothing evaluated) if it could not be."""
+        return self._bytecode.load(self._data, ctx)

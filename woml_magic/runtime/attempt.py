@@ -1,7 +1,7 @@
 """What goes into one script attempt and what comes out (spec §3.2, §3.3, §3.4, §3.6).
 
 These records are the contract between the engine and the script worker
-(``woml_magic.runtime.worker.ScriptWorker``).
+(``woml_magic.runtime.worker.ScriptWorker``). Only the kernel imports this module.
 """
 
 from __future__ import annotations
@@ -19,15 +19,10 @@ from woml_magic.limits import (
     DEFAULT_MAX_RESULT_BYTES,
     DEFAULT_MEMORY_LIMIT_MB,
 )
-from woml_magic.outcomes import WORKER_OUTCOMES
+from woml_magic.outcomes import Outcome
 
 DEFAULT_MEMORY_LIMIT_BYTES = DEFAULT_MEMORY_LIMIT_MB * 1024 * 1024
 """Per-attempt QuickJS memory limit (spec §3.2 crash: default 128 MiB)."""
-
-
-OUTCOMES = WORKER_OUTCOMES
-"""The outcomes the worker itself decides (spec §4.5); anything else it reports is a
-fault of the worker. The engine adds timeout, cancelled and the rest."""
 
 ServiceCall = Callable[[str, list[Any]], Awaitable[Any]]
 """``(service name, JSON args) -> JSON result`` performed by the kernel (spec §4.1, §4.4).
@@ -129,12 +124,14 @@ class AttemptRequest:
 class AttemptResult:
     """How one attempt ended, as far as the script worker can tell (spec §3.2, §3.3).
 
-    ``result`` is the parsed JSON value when ``outcome == "succeeded"``.
+    ``outcome`` is one the worker decides (``outcomes.WORKER_OUTCOMES``), or one the
+    engine decides for an attempt the worker never finished. ``result`` is the parsed
+    JSON value when ``outcome`` is ``succeeded``.
     ``error_line`` is the CELL line where the error was created, when a script
     frame was on the stack.
     """
 
-    outcome: str
+    outcome: Outcome
     result: Any = None
     error_name: str | None = None
     error_message: str | None = None

@@ -7,7 +7,9 @@ borrow different workers.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
+import threading
 from collections.abc import AsyncIterator
 
 from .worker import ScriptWorker
@@ -59,3 +61,18 @@ class WorkerPool:
         idle, self._idle = self._idle, []
         for worker in idle:
             worker.kill()
+
+
+_default: WorkerPool | None = None
+_default_lock = threading.Lock()
+
+
+def default_pool() -> WorkerPool:
+    """The process's warm script workers (spec §4.5: reused across attempts and runs),
+    made on first use and killed at interpreter exit."""
+    global _default  # noqa: PLW0603 - one warm pool per process is the spec's design (§4.5)
+    with _default_lock:
+        if _default is None:
+            _default = WorkerPool()
+            atexit.register(_default.kill_all)
+        return _default

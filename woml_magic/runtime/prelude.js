@@ -2,8 +2,9 @@
 //
 // Evaluated once in every fresh QuickJS context, before the script. The host pads
 // this text with blank lines so that no prelude frame shares a line number with the
-// script (whose lines are 2 .. scriptLines + 1): a stack frame inside that range is
-// a script frame, so error lines map to cell lines without guessing.
+// script (whose JS lines are firstLine .. lastLine, given by `configure`; see
+// wrapper.py): a stack frame inside that range is a script frame, so error lines map
+// to cell lines without guessing.
 //
 // The expression below is a function of the host's emit callable and the lazy
 // parts; it returns one dispatcher `host(command, ...)` that the worker calls.
@@ -86,13 +87,18 @@
     get() { return PromiseCtor; }, enumerable: false, configurable: false,
   });
 
-  // Set by `configure`, once per attempt.
-  let LAST_LINE = 1;
+  // Set by `configure`, once per attempt: the script's JS lines (none until then) and
+  // how many blank lines put code below them (wrapper.py `padding`).
+  let FIRST_LINE = 1;
+  let LAST_LINE = 0;
+  let PAD_LINES = 0;
   let settings = null;
   let context = null;
   let attempt = null;
   let services = null;
   let expectedLength = -1;
+  let closesEarly = "";  // why a script whose length is not expectedLength is refused
+  let mainGlobal = "";  // where the worker's bytecode puts `main` (_contexts.Scripts)
 
   // ---- lazy parts: set up in this context on first use ----
   const loaded = { __proto__: null };
@@ -103,7 +109,7 @@
       if (typeof make === "string") {
         // Padded below the script's lines, like this prelude, so its frames never
         // look like script frames.
-        make = evaluate(apply(repeat, "\n", [LAST_LINE + 1]) + make);
+        make = evaluate(apply(repeat, "\n", [PAD_LINES]) + make);
       }
       part = make(I, emitRaw, settings);
       loaded[name] = part;
@@ -139,7 +145,7 @@
           + ":" + ln + ":" + f.getColumnNumber() + ")";
         out.length = i + 1;
         if (found) continue;
-        const inScript = file === "<input>" && ln >= 2 && ln <= LAST_LINE;
+        const inScript = file === "<input>" && ln >= FIRST_LINE && ln <= LAST_LINE;
         if (leading && f.isConstructor()) {
           if (inScript && line === null) line = ln;
           continue;
@@ -167,7 +173,7 @@
   // The host's catch instrumentation calls this with every caught value: QuickJS
   // throws `null` when memory is so tight that it cannot even build the error. It
   // reaches the script's code as a constant of the block around it, under a random
-  // name (see `arm`, _child.wrap_with_hook): there is no global for the script to call.
+  // name (see `arm`, wrapper.wrap_with_hook): there is no global for the script to call.
   function caught(e) {
     if (e === null) {
       nullCaught = true;
@@ -272,7 +278,9 @@
   // earlier steps have results (most attempts never load it).
   function configure(configText, payloadText, stepsPart) {
     const config = parse(configText);
-    LAST_LINE = config.scriptLines + 1;
+    FIRST_LINE = config.firstLine;
+    LAST_LINE = config.lastLine;
+    PAD_LINES = config.padLines;
     setClock(config.nowMs);
     settings = freeze({
       __proto__: null,
@@ -296,6 +304,8 @@
     attempt = deepFreeze(config.attempt);
     services = buildServices(config.services);
     expectedLength = config.expectedLength;
+    closesEarly = config.closesEarly;
+    mainGlobal = config.mainGlobal;
   }
 
   // ---- running and reporting ----
@@ -307,12 +317,10 @@
   function start(main) {
     if (started) throw new ErrorCtor("an attempt runs its script once");
     started = true;
-    delete g.__womlMain; // where the worker's bytecode put `main` (_child._Scripts)
+    delete g[mainGlobal];
     if (typeof main !== "function" || apply(fnToString, main, []).length !== expectedLength) {
       state = "rejected";
-      rejection = new SyntaxErrorCtor(
-        "the script closes its own function body early (an unbalanced `}`); a script must be "
-        + "the body of one async function");
+      rejection = new SyntaxErrorCtor(closesEarly);
       return;
     }
     const p = main(context, attempt, services, consoleObject);

@@ -9,6 +9,15 @@ HTML; where scripts are stripped the drawing stays as it is), and as the ES modu
 ``TimelineWidget``, the anywidget shown while a run is live. ``mimebundle`` is what
 ``Run._repr_mimebundle_`` shows. The widget is imported lazily so that the engine and
 ``import woml_magic.timeline`` never load ipywidgets or anywidget.
+
+The modules, by concept. One layout serves every renderer: ``layout``
+(``compute_layout``) builds ``lanes`` (a step's attempts, waits and planned schedule as
+segments), maps them on the ``axis`` (true to time, breaks, ticks, ``format_time``) and
+draws them with ``placement`` (bars and labels), in the sizes of ``geometry``; each
+outcome's colour and pattern is in ``outcome_styles``, calls and errors in words in
+``verdicts``. ``text`` writes the plain-text table; ``html`` the page, around ``svg``
+(the drawing) and ``details`` (the details panel), in the colours of ``theme``, with
+``markup`` escaping what it shows.
 """
 
 from __future__ import annotations

@@ -20,7 +20,10 @@ import re
 import textwrap
 
 from ..model import Attempt, Call, Run
-from ._layout import Segment, call_verdict, compute_layout, error_text, format_time
+from .axis import format_time
+from .lanes import Segment
+from .layout import compute_layout
+from .verdicts import call_verdict, error_text
 
 WIDTH = 100
 MAX_FIELD = 4000
@@ -138,7 +141,7 @@ def render_text(run: Run) -> str:
             continue
         out.append(f"  {'#':<3} {'outcome':<13} {'start':<9} {'end':<9} explanation · error")
         for seg in lane.segments:
-            if seg.kind in ("wait", "planned-wait"):
+            if not seg.is_bar:
                 if seg.left is not None:
                     total = format_time(seg.end - seg.start)
                     out.append(f"      wait {total}, {seg.left:.1f}s left (waiting now)")

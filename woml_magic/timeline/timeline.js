@@ -18,7 +18,7 @@ const womlTimeline = (() => {
   const KEY_STEPS = 50; // arrow keys move the replay by 1/50 of the drawn axis
   const PAGE_STEPS = 10; // Page Up/Down by 1/10
   const SVG_NS = "http://www.w3.org/2000/svg";
-  const RUNNING_FILL = "#1565c0"; // OUTCOMES["running"] in timeline/_layout.py
+  const RUNNING_FILL = "#1565c0"; // OUTCOME_STYLES["running"] in timeline/outcome_styles.py
 
   // Controls follow the front end's theme (JupyterLab's --jp-* variables) with light
   // fallbacks for pages without them; text meets WCAG AA in light and dark themes.
@@ -80,7 +80,7 @@ const womlTimeline = (() => {
   }
 
   /** A time or duration exactly as the axis writes it: the mirror of `format_time` in
-   * timeline/_layout.py (its docstring has the rules): `0s`, `0.00025s`, `12.3s`,
+   * timeline/axis.py (its docstring has the rules): `0s`, `0.00025s`, `12.3s`,
    * `2m 30.5s`, `1h 5s`. Same IEEE products, same half-to-even rounding. */
   function formatTime(t) {
     if (t < 0) return "-" + formatTime(-t);

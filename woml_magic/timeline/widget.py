@@ -29,8 +29,10 @@ import traitlets
 
 from ..events import Event, RunFinished
 from ..model import Run
+from ..outcomes import RUNNING, WAITING
 from . import widget_esm
-from .html import esc, render_html
+from .html import render_html
+from .markup import esc
 
 
 class TimelineWidget(anywidget.AnyWidget):
@@ -45,7 +47,7 @@ class TimelineWidget(anywidget.AnyWidget):
     #: the static timeline of the run's current state (spec §6.3)
     html = traitlets.Unicode("").tag(sync=True)
     #: the run's status: "running", "succeeded", "failed"
-    status = traitlets.Unicode("running").tag(sync=True)
+    status = traitlets.Unicode(RUNNING).tag(sync=True)
     #: whether the view shows a Cancel button while the run is running
     cancellable = traitlets.Bool(False).tag(sync=True)
     #: set once Cancel was pressed and ``on_cancel`` called: the button says "Cancelling…"
@@ -128,6 +130,11 @@ class TimelineWidget(anywidget.AnyWidget):
             with contextlib.suppress(RuntimeError):  # that loop is closed: nothing to stop
                 self._timer_loop.call_soon_threadsafe(timer.cancel)
 
+    @property
+    def render_scheduled(self) -> bool:
+        """Whether a render is due on the engine's loop (the rate limit or a countdown)."""
+        return self._timer is not None
+
     def _flush(self) -> None:
         self._timer = None
         if self._closed:
@@ -138,8 +145,8 @@ class TimelineWidget(anywidget.AnyWidget):
     def _counting_down(self) -> bool:
         return (
             self._clock_now is not None
-            and self._run.status == "running"
-            and any(sr.status == "waiting" for sr in self._run.steps.values())
+            and self._run.status == RUNNING
+            and any(sr.status == WAITING for sr in self._run.steps.values())
         )
 
     # --- rendering ------------------------------------------------------------------
@@ -165,7 +172,7 @@ class TimelineWidget(anywidget.AnyWidget):
         self._last_render = time.monotonic()
         self.renders += 1
         run = self._run
-        live = run.status == "running"
+        live = run.status == RUNNING
         if not live:
             self._cancel_timer()
         now = self._clock_now() if self._clock_now is not None and live else None
@@ -184,7 +191,7 @@ class TimelineWidget(anywidget.AnyWidget):
     def _on_msg(self, _widget: Any, content: Any, _buffers: Any) -> None:
         if not isinstance(content, dict) or content.get("type") != "cancel":
             return
-        if self._on_cancel is None or self.cancelling or self._run.status != "running":
+        if self._on_cancel is None or self.cancelling or self._run.status != RUNNING:
             return
         self.cancelling = True
         try:

@@ -1,6 +1,6 @@
 """What the magics display: live timelines and the ``%woml runs`` table (spec §6.2, §6.3).
 
-Kept apart from ``magic.py`` so the adapter stays thin; nothing here runs a workflow.
+Kept apart from ``magic.cell`` so the adapter stays thin; nothing here runs a workflow.
 """
 
 from __future__ import annotations
@@ -9,15 +9,11 @@ import threading
 import time
 from collections.abc import Callable
 from html import escape
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from IPython.display import display as _display
 
-from .journal import RunSummary
-from .model import Run
-
-if TYPE_CHECKING:
-    from .api import RunHandle
+from ..api import Run, RunHandle, RunSummary
 
 
 def display(obj: Any, *, display_id: bool = False, raw: bool = False) -> Any:
@@ -28,7 +24,7 @@ def display(obj: Any, *, display_id: bool = False, raw: bool = False) -> Any:
 def static_bundle(run: Run) -> dict[str, Any]:
     """The static timeline of ``run`` as a mime bundle (text/html with its replay
     script, and text/plain), for every output that must not depend on a widget."""
-    from .timeline import mimebundle
+    from ..timeline import mimebundle
 
     return mimebundle(run)
 
@@ -53,39 +49,18 @@ class LiveView:
     @classmethod
     def show(cls, handle: RunHandle, *, on_cancel: Callable[[], None] | None) -> LiveView:
         """Display ``handle``'s run live; the view finishes itself when the run ends."""
-        from .runloop import run_loop
-        from .timeline import TimelineWidget  # ipywidgets loads only here, on first use
+        from ..timeline import TimelineWidget  # ipywidgets loads only here, on first use
 
-        engine = handle.engine
-        assert engine is not None, "show() needs a started run"
-        made: list[Any] = []
-        ready = threading.Event()
-
-        def make() -> None:
-            # On the run loop: the run's state changes only there, so the first render
-            # and the subscription see one consistent run with no event in between.
-            try:
-                widget = TimelineWidget(engine.run, on_cancel=on_cancel,
-                                        clock_now=engine.clock.now)
-                engine.subscribe(widget)
-                made.append(widget)
-            finally:
-                ready.set()
-
-        if run_loop().is_current():
-            make()  # displayed from an event sink, on the run loop itself
-        else:
-            run_loop().call(make)
-            ready.wait()
-        if not made:
-            raise RuntimeError("the live timeline could not be made (see the kernel log)")
-        widget = made[0]
-        view = widget._repr_mimebundle_() or {}
+        assert handle.started, "show() needs a started run"
+        widget = handle.watch(
+            lambda run: TimelineWidget(run, on_cancel=on_cancel, clock_now=handle.now)
+        )
+        shown: Any = widget._repr_mimebundle_() or {}
         # ipywidgets returns the bundle, anywidget (data, metadata)
-        bundle = dict(view[0] if isinstance(view, tuple) else view)
-        bundle.update(static_bundle(engine.run))
+        bundle = dict(shown[0] if isinstance(shown, tuple) else shown)
+        bundle.update(static_bundle(handle.run))
         output = display(bundle, display_id=True, raw=True)
-        view = cls(widget, output, engine.run)
+        view = cls(widget, output, handle.run)
         handle.add_done_callback(lambda _h: view.finish())
         return view
 

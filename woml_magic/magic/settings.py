@@ -15,7 +15,8 @@ from typing import Any
 from traitlets import Int, List, TraitError, Unicode, validate
 from traitlets.config import Configurable
 
-from .limits import (
+from ..api import EngineConfig
+from ..limits import (
     DEFAULT_MAX_CALL_ARGS_BYTES,
     DEFAULT_MAX_JSON_DEPTH,
     DEFAULT_MAX_LOG_BYTES,
@@ -27,7 +28,7 @@ from .limits import (
     MAX_JSON_DEPTH_LIMIT,
     Limits,
 )
-from .policy import MAX_DURATION, DurationError, parse_duration
+from ..policy import MAX_DURATION, DurationError, parse_duration
 
 CLOCKS = ("real", "simulated")
 DEFAULT_JOURNAL = ".woml/journal.sqlite3"
@@ -209,6 +210,16 @@ class Woml(Configurable):
                     "such as '127.0.0.1' or 'api.example.com' (no scheme, port or path)"
                 )
         return hosts
+
+    def engine_config(self) -> EngineConfig:
+        """The limits and HTTP settings of a run started from the magic (spec §6.1)."""
+        return EngineConfig(
+            memory_limit_mb=self.memory_limit_mb,
+            max_result_bytes=self.max_result_bytes,
+            redact_headers=tuple(self.redact_headers),
+            http_allow=None if self.http_allow is None else tuple(self.http_allow),
+            limits=self.limits(),
+        )
 
     def timeout(self) -> timedelta:
         """``default_timeout`` as a ``timedelta`` (already validated)."""

@@ -10,7 +10,7 @@ import IPython. Per-session state — open journals, background runs, live views
 
 Display (see docs/magic.md): one output per cell. A finished run is its static
 timeline; a run still going shows the live widget, with the static timeline as its
-fallback, and becomes the static timeline when it ends (``magic_display.LiveView``).
+fallback, and becomes the static timeline when it ends (``magic.display.LiveView``).
 """
 
 # IPython's magic decorators, argument parser and display are untyped (STYLE 8).
@@ -30,14 +30,12 @@ from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments
 
-from . import api
-from .config import settings_for
-from .engine import EngineConfig
-from .errors import WomlError, WomlJournalError, WomlRunError, WomlSyntaxError
-from .journal import MEMORY, Journal
-from .magic_display import LiveView, RunTable, display, static_bundle
-from .model import Run, Workflow
-from .parse import parse
+from .. import api
+from ..api import MEMORY, Journal, Run, Workflow
+from ..errors import WomlError, WomlJournalError, WomlRunError, WomlSyntaxError
+from ..parse import parse
+from .display import LiveView, RunTable, display, static_bundle
+from .settings import settings_for
 
 SUBCOMMANDS = "runs [--journal PATH] | show RUN_ID [--journal PATH] | cancel RUN_ID"
 #: How long ``%woml cancel`` and unloading wait for a cancelled run to close its books.
@@ -125,17 +123,10 @@ class WomlMagics(Magics):
         payload = self._payload(args.payload)
         workflow = self._parse(cell, source)
         journal = self._journal(args.journal)
-        if args.resume is not None and not journal.has_run(args.resume):
-            raise UsageError(
-                f"--resume {args.resume}: no run {args.resume!r} in the journal "
-                f"{journal.path}; `%woml runs` lists the runs it holds"
-            )
+        with _as_usage_errors(None):
+            api.check_journal(journal, run_id=args.run_id if args.resume is None else None,
+                              resume=args.resume, flags=True)
         clock = self._clock(args, journal)
-        if args.run_id is not None and journal.has_run(args.run_id):
-            raise UsageError(
-                f"--run-id {args.run_id}: that run is already in the journal {journal.path}; "
-                f"pick another id, or continue it with --resume {args.run_id}"
-            )
         live = not args.no_timeline and _widgets_work(self._shell)
         with _as_usage_errors(source):
             handle = api.start(
@@ -146,7 +137,7 @@ class WomlMagics(Magics):
                 journal=journal,
                 resume=args.resume,
                 retry_interrupted=args.retry_interrupted,
-                config=self._engine_config(),
+                config=self.settings.engine_config(),
             )
             if args.background:
                 run = self._background(handle, live)
@@ -173,8 +164,8 @@ class WomlMagics(Magics):
             # let IPython stop the notebook's "run all" as for any interrupt.
             if view is not None:
                 view.finish()
-            if out is not None and handle.engine is not None:
-                self._shell.user_ns[out] = handle.engine.run
+            if out is not None and handle.started:
+                self._shell.user_ns[out] = handle.run
             raise
         run = handle.result()
         if view is not None:
@@ -185,9 +176,9 @@ class WomlMagics(Magics):
     def _background(self, handle: api.RunHandle, live: bool) -> Run:
         """A background run (spec §6.1): returns once it has started, with its live Run."""
         handle.wait_started(_START_WAIT_S)
-        if handle.engine is None:
+        if not handle.started:
             return handle.result(timeout=_CANCEL_WAIT_S)  # it ended before starting
-        run = handle.engine.run
+        run = handle.run
         self._handles[run.id] = handle
         if live:
             self._show_live(handle, cancellable=True)
@@ -273,7 +264,7 @@ class WomlMagics(Magics):
         if args.resume is not None:
             # spec §5.3: a resumed run keeps its journaled clock; an option that says the
             # same is fine (re-running the cell with --resume added), another is refused.
-            kept = _journaled_clock(journal, args.resume)
+            kept = api.journaled_clock(journal, args.resume)
             if asked is not None and kept is not None and asked != kept:
                 option = "--simulate" if args.simulate else f"--clock {args.clock}"
                 raise UsageError(
@@ -334,16 +325,6 @@ class WomlMagics(Magics):
             self._journals[key] = journal
         return journal
 
-    def _engine_config(self) -> EngineConfig:
-        s = self.settings
-        return EngineConfig(
-            memory_limit_mb=s.memory_limit_mb,
-            max_result_bytes=s.max_result_bytes,
-            redact_headers=tuple(s.redact_headers),
-            http_allow=None if s.http_allow is None else tuple(s.http_allow),
-            limits=s.limits(),
-        )
-
     def display_run(self, run: Run) -> None:
         """Show ``run`` as one output (IPython's display hook for ``Run``, spec §6.3).
 
@@ -358,8 +339,8 @@ class WomlMagics(Magics):
         if (
             run.status == "running"
             and handle is not None
-            and handle.engine is not None
-            and handle.engine.run is run
+            and handle.started
+            and handle.run is run
             and not handle.done()
             and _widgets_work(self._shell)
         ):
@@ -423,13 +404,6 @@ def _wait_done(handle: api.RunHandle) -> None:
         handle.result(timeout=_CANCEL_WAIT_S)
 
 
-def _journaled_clock(journal: Journal, run_id: str) -> str | None:
-    """The clock run ``run_id`` was started with (its first journaled event, spec §5.2)."""
-    events = journal.events(run_id)
-    clock = getattr(events[0], "clock", None) if events else None
-    return clock if isinstance(clock, str) else None
-
-
 def _stopped_at(handle: api.RunHandle) -> str:
     try:
         run = handle.run
@@ -439,28 +413,3 @@ def _stopped_at(handle: api.RunHandle) -> str:
         if sr.attempts and sr.attempts[-1].outcome == "cancelled":
             return f"attempt {sr.attempts[-1].number} of {sr.id} ended cancelled"
     return f"the run is {run.status}"
-
-
-def load_ipython_extension(shell: Any) -> None:
-    """``%load_ext woml_magic``: register the magics, ``Woml`` settings and Run display."""
-    magics = WomlMagics(shell)
-    shell.register_magics(magics)
-    shell.configurables.append(magics.settings)
-    shell.display_formatter.ipython_display_formatter.for_type(Run, magics.display_run)
-    shell.events.register("post_run_cell", magics.settle_views)
-
-
-def unload_ipython_extension(shell: Any) -> None:
-    """Close what the extension owns and remove its magics (``%unload_ext woml_magic``)."""
-    manager = shell.magics_manager
-    magics = manager.registry.pop(WomlMagics.__name__, None)
-    if not isinstance(magics, WomlMagics):
-        return
-    magics.close()
-    with contextlib.suppress(ValueError):  # not registered: loaded by an older version
-        shell.events.unregister("post_run_cell", magics.settle_views)
-    for kind in ("line", "cell"):
-        manager.magics[kind].pop("woml", None)
-    if magics.settings in shell.configurables:
-        shell.configurables.remove(magics.settings)
-    shell.display_formatter.ipython_display_formatter.pop(Run, None)

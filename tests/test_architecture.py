@@ -1,0 +1,182 @@
+"""The package's layers (docs/architecture.md): which module may import which.
+
+Read from the source with ``ast``, so a new import that crosses a layer fails here
+with the module, the import and the rule, before it becomes a tangle.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[1] / "woml_magic"
+
+#: Each layer and the modules in it (dotted, below ``woml_magic``; a trailing ``.``
+#: takes a whole subpackage).
+LAYERS: dict[str, tuple[str, ...]] = {
+    "vocabulary": ("errors", "outcomes", "limits", "policy", "redaction", "events", "clock",
+                   "runloop", "_lazy"),
+    "document": ("model", "scan", "scan_messages", "parse", "explain"),
+    "runtime": ("runtime.", "runtime"),
+    "services": ("services.", "services"),
+    "journal": ("journal.", "journal"),
+    "resume": ("resume",),
+    "engine": ("engine.", "engine"),
+    "seam": ("executor", "handle"),
+    "api": ("api",),
+    "temporal": ("temporal.", "temporal"),
+    "timeline": ("timeline.", "timeline"),
+    "demo": ("demo.", "demo"),
+    "magic": ("magic.", "magic"),
+    "cli": ("__main__",),
+    "package": ("",),
+}
+
+#: What each layer may import besides itself (spec-level reasons in
+#: docs/architecture.md). The vocabulary is everyone's.
+ALLOWED: dict[str, set[str]] = {
+    "vocabulary": set(),
+    "document": {"vocabulary"},
+    # The worker builds a stub per service name: ``services.registry`` only.
+    "runtime": {"vocabulary", "services.registry"},
+    "services": {"vocabulary", "package"},  # package: __version__ for the User-Agent
+    "journal": {"vocabulary", "document"},
+    "resume": {"vocabulary", "document"},
+    "engine": {"vocabulary", "document", "runtime", "services", "resume"},
+    "seam": {"vocabulary", "document", "engine"},
+    # api names the engines; the Temporal one loads on first use (the optional extra).
+    "api": {"vocabulary", "document", "runtime", "engine", "seam", "journal", "resume",
+            "temporal"},
+    # The Temporal engine reuses the local one's schedule and attempt (spec §9).
+    "temporal": {"vocabulary", "document", "runtime", "services", "resume", "engine"},
+    "timeline": {"vocabulary", "document"},
+    "demo": {"vocabulary", "document", "api", "timeline"},
+    # The magic is a thin adapter: the public API, the parser, errors, its display.
+    # (Its settings validate limits and durations with the vocabulary's own checks.)
+    "magic": {"api", "parse", "errors", "timeline", "vocabulary"},
+    "cli": {"vocabulary", "document", "api", "timeline", "demo", "temporal"},
+    "package": {"vocabulary", "document", "api", "seam", "magic", "timeline"},
+}
+
+#: Crossings allowed one by one, each with its reason.
+EXCEPTIONS: dict[tuple[str, str], str] = {
+    ("model", "timeline"): "a Run displays itself in Jupyter (_repr_mimebundle_); the "
+                           "timeline loads on first display only",
+}
+
+#: Only these may import a front end's libraries (STYLE: nothing below the magic
+#: imports IPython or widgets).
+FRONT_END = ("IPython", "ipywidgets", "anywidget", "ipykernel", "traitlets")
+FRONT_END_ALLOWED = ("magic", "timeline.widget")
+
+
+def module_name(path: Path) -> str:
+    rel = path.relative_to(PACKAGE).with_suffix("")
+    parts = list(rel.parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def layer_of(module: str) -> str:
+    best, best_len = "", -1
+    for layer, prefixes in LAYERS.items():
+        for prefix in prefixes:
+            hit = module.startswith(prefix) if prefix.endswith(".") else module == prefix
+            if hit and len(prefix) > best_len:
+                best, best_len = layer, len(prefix)
+    if best_len < 0:
+        raise AssertionError(f"module woml_magic.{module} is in no layer; add it to LAYERS")
+    return best
+
+
+def imports_of(path: Path) -> list[tuple[int, str]]:
+    """``(line, module)`` for every import of ``path``; internal ones relative to the
+    package (``""`` for the package itself), others as written."""
+    module = module_name(path)
+    is_package = path.name == "__init__.py"
+    here = module.split(".") if module else []
+    if not is_package:
+        here = here[:-1]
+    found: list[tuple[int, str]] = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, alias.name) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = here[: len(here) - (node.level - 1)] if node.level > 1 else here
+                target = ".".join([*base, *(node.module or "").split(".")]).strip(".")
+                if node.module is None:  # from . import x: x may be a module, or a name
+                    for alias in node.names:
+                        parts = [*base, alias.name]
+                        is_module = (PACKAGE.joinpath(*parts).with_suffix(".py").exists()
+                                     or PACKAGE.joinpath(*parts).is_dir())
+                        found.append((node.lineno,
+                                      f"woml_magic:{'.'.join(parts if is_module else base)}"))
+                    continue
+                found.append((node.lineno, f"woml_magic:{target}"))
+            elif node.module:
+                mod = node.module
+                if mod == "woml_magic" or mod.startswith("woml_magic."):
+                    found.append((node.lineno, f"woml_magic:{mod[len('woml_magic.'):]}"
+                                  if mod != "woml_magic" else "woml_magic:"))
+                else:
+                    found.append((node.lineno, mod))
+    return found
+
+
+SOURCES = sorted(PACKAGE.rglob("*.py"))
+
+
+@pytest.mark.parametrize("path", SOURCES, ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_every_import_respects_the_layers(path: Path) -> None:
+    module = module_name(path)
+    layer = layer_of(module)
+    allowed = ALLOWED[layer] | {layer}
+    for line, target in imports_of(path):
+        if not target.startswith("woml_magic:"):
+            continue
+        name = target.split(":", 1)[1]
+        target_layer = layer_of(name) if _known(name) else layer_of(name.rsplit(".", 1)[0])
+        ok = target_layer in allowed or name in allowed or any(
+            name == a or name.startswith(a + ".") for a in allowed
+        ) or (module, name.split(".")[0]) in EXCEPTIONS
+        assert ok, (
+            f"woml_magic/{path.relative_to(PACKAGE)}:{line} ({layer}) imports "
+            f"woml_magic.{name} ({target_layer}); {layer} may import only "
+            f"{sorted(allowed)} (docs/architecture.md)"
+        )
+
+
+@pytest.mark.parametrize("path", SOURCES, ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_only_the_magic_and_the_widget_import_front_end_libraries(path: Path) -> None:
+    module = module_name(path)
+    if any(module == a or module.startswith(a + ".") for a in FRONT_END_ALLOWED):
+        return
+    for line, target in imports_of(path):
+        top = target.split(".", 1)[0]
+        assert top not in FRONT_END, (
+            f"woml_magic/{path.relative_to(PACKAGE)}:{line} imports {target}; only "
+            f"{FRONT_END_ALLOWED} may import {FRONT_END}"
+        )
+
+
+def test_the_layer_check_sees_a_crossing() -> None:
+    """The check itself: the engine importing the magic would be refused."""
+    assert "magic" not in ALLOWED["engine"]
+    assert layer_of("engine.schedule") == "engine"
+    assert layer_of("runtime.worker") == "runtime"
+    assert layer_of("services.registry") == "services"
+    assert layer_of("") == "package"
+    with pytest.raises(AssertionError, match="in no layer"):
+        layer_of("no_such_module")
+
+
+def _known(name: str) -> bool:
+    try:
+        layer_of(name)
+    except AssertionError:
+        return False
+    return True

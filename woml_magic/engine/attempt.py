@@ -1,0 +1,189 @@
+"""One attempt: a script run in the worker, raced against its timeout on the run's clock
+(spec §3.2, §4.2, §4.5).
+
+``AttemptRunner`` records ``attempt-started``, runs the script with the run's services,
+and records ``attempt-finished`` with the attempt's one outcome, its error and its
+explanation. The schedule around attempts is ``engine.schedule``'s.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable
+from typing import Any
+
+from ..clock import Clock
+from ..events import JSON, AttemptFinished, AttemptStarted, Event, LogEmitted
+from ..explain import explain
+from ..model import Run, Step
+from ..outcomes import (
+    AMBIGUOUS,
+    CANCELLED,
+    SUCCEEDED,
+    TIMEOUT,
+    Outcome,
+    as_outcome,
+    is_user_stop,
+    stop_outcome,
+)
+from ..policy import format_duration
+from ..runtime import AttemptRequest, AttemptResult
+from ..runtime.attempt import StepResults, encode
+from ..runtime.pool import WorkerPool
+from ..services import CallScope, RunServices, StepCalls
+from .activity import Activity
+from .config import EngineConfig
+
+
+class AttemptRunner:
+    """Runs the attempts of one run (spec §3.2) and records each one's events."""
+
+    def __init__(
+        self,
+        run: Run,
+        clock: Clock,
+        *,
+        pool: WorkerPool,
+        config: EngineConfig,
+        emit: Callable[[Event], None],
+    ) -> None:
+        self._run = run
+        self._clock = clock
+        self._pool = pool
+        self._config = config
+        self._services = RunServices(clock, limits=config.limits,
+                                     redact_headers=config.redact_headers,
+                                     http_allow=config.http_allow)
+        self._emit = emit
+        self._payload_text: str | None = None  # the payload's JSON text, encoded once
+
+    async def run(
+        self,
+        step: Step,
+        number: int,
+        results: StepResults,
+        calls: StepCalls,
+        stop_reason: Callable[[], str | None],
+    ) -> Outcome:
+        """Attempt ``number`` of ``step``; its outcome. A cancel of the calling task
+        records the attempt with ``stop_reason()``'s outcome, then propagates."""
+        run = self._run
+        key = run.steps[step.id].idempotency_key
+        self._emit(AttemptStarted(run_id=run.id, at=self._clock.now(), step_id=step.id,
+                                  number=number, idempotency_key=key))
+        scope = CallScope(run_id=run.id, step_id=step.id, attempt_number=number,
+                          step_calls=calls, emit=self._emit, now=self._clock.now,
+                          busy=self._clock.busy)
+        activity = Activity(self._clock)
+
+        async def call(name: str, args: list[Any]) -> Any:
+            with activity.awaiting_service():
+                return await self._services.call(name, args, scope)
+
+        def on_log(level: str, text: str) -> None:
+            line = text if level == "log" else f"[{level}] {text}"
+            self._emit(LogEmitted(run_id=run.id, at=self._clock.now(), step_id=step.id,
+                                  number=number, level=level, text=line))
+
+        request = self._request(step, number, key, results)
+        result: AttemptResult | None = None
+        outcome: Outcome
+        try:
+            async with self._pool.worker() as worker:
+                with activity.running():
+                    job = asyncio.ensure_future(
+                        worker.run_attempt(request, call, on_log, activity.stalled))
+                    timer = asyncio.ensure_future(self._clock.sleep(step.timeout.total_seconds()))
+                    try:
+                        done, _ = await asyncio.wait({job, timer},
+                                                     return_when=asyncio.FIRST_COMPLETED)
+                        ended = self._clock.now()
+                    finally:
+                        timer.cancel()
+                        if not job.done():
+                            job.cancel()  # the worker kills its process (spec §4.5)
+                        with contextlib.suppress(asyncio.CancelledError):
+                            await job
+            if job in done and not job.cancelled():
+                result = job.result()
+                outcome = as_outcome(result.outcome)  # the worker checked it (§4.5)
+            else:
+                outcome = TIMEOUT
+        except asyncio.CancelledError:
+            self._finish(step, number, stop_outcome(stop_reason()), None, scope, self._clock.now())
+            raise
+        return self._finish(step, number, outcome, result, scope, ended)
+
+    async def aclose(self) -> None:
+        """Close the run's services (its HTTP client, spec §4.1)."""
+        await self._services.aclose()
+
+    def _request(self, step: Step, number: int, key: str, results: StepResults) -> AttemptRequest:
+        run, config, limits = self._run, self._config, self._config.limits
+        if self._payload_text is None:
+            self._payload_text = encode(run.payload)
+        return AttemptRequest(
+            script=step.script,
+            script_line=step.script_line,
+            script_column=step.script_column,
+            # context.steps is read lazily from `results` (spec §3.6): linear in steps.
+            context={"payload": run.payload, "steps": results,
+                     "run": {"id": run.id, "workflow": run.workflow.id}},
+            attempt={"number": number, "maxAttempts": step.policy.attempts,
+                     "idempotencyKey": key},
+            now_ms=self._clock.epoch_ms,
+            memory_limit_bytes=config.memory_limit_mb * 1024 * 1024,
+            max_result_bytes=config.max_result_bytes,
+            max_json_depth=limits.max_json_depth,
+            max_call_args_bytes=limits.max_call_args_bytes,
+            max_log_lines=limits.max_log_lines,
+            max_log_bytes=limits.max_log_bytes,
+            payload_text=self._payload_text,
+        )
+
+    def _finish(
+        self, step: Step, number: int, outcome: Outcome, result: AttemptResult | None,
+        scope: CallScope, ended: float,
+    ) -> Outcome:
+        error = attempt_error(step, number, outcome, result)
+        original = outcome
+        if outcome != SUCCEEDED and not is_user_stop(outcome) and scope.unkeyed_ambiguity:
+            outcome = AMBIGUOUS  # spec §4.2: the guard outranks the attempt's own failure
+        detail = result.error_message if result is not None else None
+        self._emit(AttemptFinished(
+            run_id=self._run.id, at=ended, step_id=step.id, number=number,
+            outcome=outcome,
+            result=result.result if outcome == SUCCEEDED and result else None,
+            error=error,
+            explanation=explain(outcome, step, number, original=original, detail=detail,
+                                error_name=None if error is None else str(error["name"]),
+                                keyed_ambiguity=_keyed_ambiguity(self._run, step.id, number)),
+        ))
+        return outcome
+
+
+def attempt_error(
+    step: Step, number: int, outcome: Outcome, result: AttemptResult | None
+) -> dict[str, JSON] | None:
+    """The error an attempt records (spec §3.2): the script's, or the engine's own for a
+    timeout, a cancel or a kernel interrupt."""
+    if outcome == TIMEOUT:
+        return {"name": "TimeoutError",
+                "message": f"attempt {number} of {step.id} ran past its timeout of "
+                           f"{format_duration(step.timeout)}", "line": None}
+    if is_user_stop(outcome):
+        cancelled = outcome == CANCELLED
+        what = "the run was cancelled" if cancelled else "the kernel was interrupted"
+        return {"name": "CancelledError" if cancelled else "InterruptedError",
+                "message": f"attempt {number} of {step.id} was stopped: {what}", "line": None}
+    if result is not None and result.outcome != SUCCEEDED:
+        return {"name": result.error_name or "Error",
+                "message": result.error_message or "", "line": result.error_line}
+    return None
+
+
+def _keyed_ambiguity(run: Run, step_id: str, number: int) -> bool:
+    """Did attempt ``number`` see an ambiguous call that carried an idempotency key?"""
+    calls = run.steps[step_id].attempt(number).calls
+    return any(c.outcome == AMBIGUOUS and c.idempotency_header for c in calls)

@@ -1,0 +1,47 @@
+"""The IPython extension: the ``%%woml`` and ``%woml`` magics (spec §6).
+
+- ``cell``: ``WomlMagics``, the magics themselves, a thin adapter over ``woml_magic.api``;
+- ``display``: what they display (live views, the static timeline, the runs table);
+- ``settings``: the ``Woml`` configurable (``%config Woml``).
+
+The magic imports only the public API (``api``, ``parse``, ``errors``) and its own
+modules; nothing below it imports IPython or widgets.
+"""
+
+# IPython's event and formatter registries are untyped (STYLE 8).
+# mypy: disable-error-code="no-untyped-call"
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any
+
+from ..api import Run
+from .cell import WomlMagics
+
+__all__ = ["WomlMagics", "load_ipython_extension", "unload_ipython_extension"]
+
+
+def load_ipython_extension(shell: Any) -> None:
+    """``%load_ext woml_magic``: register the magics, ``Woml`` settings and Run display."""
+    magics = WomlMagics(shell)
+    shell.register_magics(magics)
+    shell.configurables.append(magics.settings)
+    shell.display_formatter.ipython_display_formatter.for_type(Run, magics.display_run)
+    shell.events.register("post_run_cell", magics.settle_views)
+
+
+def unload_ipython_extension(shell: Any) -> None:
+    """Close what the extension owns and remove its magics (``%unload_ext woml_magic``)."""
+    manager = shell.magics_manager
+    magics = manager.registry.pop(WomlMagics.__name__, None)
+    if not isinstance(magics, WomlMagics):
+        return
+    magics.close()
+    with contextlib.suppress(ValueError):  # not registered: loaded by an older version
+        shell.events.unregister("post_run_cell", magics.settle_views)
+    for kind in ("line", "cell"):
+        manager.magics[kind].pop("woml", None)
+    if magics.settings in shell.configurables:
+        shell.configurables.remove(magics.settings)
+    shell.display_formatter.ipython_display_formatter.pop(Run, None)

@@ -1,0 +1,107 @@
+"""How a script becomes one JavaScript function, and how JavaScript positions map back
+to the cell (spec §2.3, §3.2, §4.5).
+
+A step's script is the body of an async function. The worker evaluates it as::
+
+    JS line 1            (async function (context, attempt, services, console) { "use strict";
+    JS line 2            <script line 1>
+    …                    …
+    JS line n + 1        <script line n>
+    JS line n + 2        })
+
+so script line ``k`` stands on JS line ``k + FIRST_LINE - 1`` and the script's
+columns are unchanged. Everything else a context evaluates (the prelude, its lazy
+parts) is padded with blank lines (``padding``) to start below the wrapper's last
+line, so a stack frame on a line from ``FIRST_LINE`` to ``last_line(n)`` is a script
+frame. Both processes use this module: the worker process wraps and pads, the kernel
+maps positions back (``cell_position``). It imports nothing.
+"""
+
+from __future__ import annotations
+
+import os
+
+HEADER = '(async function (context, attempt, services, console) { "use strict";\n'
+FOOTER = "\n})"
+#: The JS line of the script's line 1.
+FIRST_LINE = HEADER.count("\n") + 1
+
+CLOSES_EARLY = (
+    "the script closes its own function body early (an unbalanced `}`); a script must be "
+    "the body of one async function"
+)
+"""Why a script whose text ends the wrapper's function before its footer is refused."""
+
+
+def last_line(script_lines: int) -> int:
+    """The JS line of the last line of a script of ``script_lines`` lines."""
+    return script_lines + FIRST_LINE - 1
+
+
+def padding(script_lines: int) -> str:
+    """Blank lines that put what follows them below a wrapped script of
+    ``script_lines`` lines, footer included: its frames are never script frames."""
+    return "\n" * (last_line(script_lines) + 1)
+
+
+def wrap(script: str) -> str:
+    """The script as one async function expression, its line 1 on ``FIRST_LINE``."""
+    return HEADER + script + FOOTER
+
+
+def _hook_block(hook: str) -> str:
+    """The opening of a block binding the catch hook (see _instrument.py) as the
+    constant ``hook``: the prelude puts the hook on the global object under that name
+    just before the block is evaluated; the block takes it and deletes the global, so
+    a script never finds it there. It stays on the header's line."""
+    return f"{{ const {hook} = globalThis.{hook}; delete globalThis.{hook}; "
+
+
+def wrap_with_hook(script: str, hook: str) -> str:
+    """``wrap(script)`` in a block that binds the catch hook as the constant ``hook``."""
+    return _hook_block(hook) + wrap(script) + " }"
+
+
+def wrap_as_global(script: str, hook: str | None, name: str) -> str:
+    """A global script that stores ``wrap(script)`` (with the catch hook bound, unless
+    ``hook`` is None) in ``globalThis[name]``: the form compiled to bytecode."""
+    assignment = f"globalThis.{name} = " + wrap(script)
+    return assignment + ";" if hook is None else _hook_block(hook) + assignment + "; }"
+
+
+def new_hook_name() -> str:
+    """A name for the catch hook that no script can know in advance."""
+    return "__womlCaught_" + os.urandom(8).hex()
+
+
+def function_length(wrapped: str) -> int:
+    """``fn.toString().length`` of the function that ``wrapped`` (``wrap(script)``)
+    defines.
+
+    JavaScript counts UTF-16 code units; the wrapper's outer parentheses are not part
+    of the function. A different length at run time means the script closed the
+    function early and the wrapper's tail became code of its own.
+    """
+    return len(wrapped.encode("utf-16-le", "surrogatepass")) // 2 - 2
+
+
+def cell_position(
+    js_line: int, js_column: int, script: str, script_line: int, script_column: int
+) -> tuple[int, int]:
+    """Map a position in the wrapped script to the cell (spec §2.3).
+
+    Script line = JS line − ``FIRST_LINE`` + 1 and cell line = script line − 1 +
+    ``script_line``. Only script line 1 is shifted right, by ``script_column`` − 1.
+    Positions in the wrapper's own lines are clamped to the script's first or last
+    line.
+    """
+    lines = script.split("\n")
+    line = js_line - FIRST_LINE + 1
+    column = js_column
+    if line < 1:
+        line, column = 1, 1
+    elif line > len(lines):
+        line, column = len(lines), len(lines[-1]) + 1
+    if line == 1:
+        column += script_column - 1
+    return line - 1 + script_line, max(1, column)

@@ -1,0 +1,132 @@
+"""The timeline's details panel: per step its words, per attempt what selecting it shows
+(spec §6.3: outcome and explanation, error with the cell line, HTTP calls, console
+output, a result preview).
+
+It is ``div.woml-steps`` of the static page (see ``html``): a listing that reads
+without JavaScript, one ``details.woml-attempt-details`` per attempt, which the
+widget's script also opens when an attempt is selected.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+
+from ..model import Attempt, Call, Run
+from ..outcomes import SUCCEEDED
+from .axis import format_time
+from .lanes import Lane
+from .markup import esc
+from .outcome_styles import outcome_style
+from .verdicts import call_verdict, error_text
+
+RESULT_PREVIEW_CHARS = 1000
+LOG_LINES_SHOWN = 200
+
+
+def result_preview(value: object, limit: int = RESULT_PREVIEW_CHARS) -> str:
+    """The result as JSON, cut to ``limit`` characters with a note of what was cut."""
+    text = json.dumps(value, ensure_ascii=False, indent=1, default=str)
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}… ({len(text) - limit} more characters)"
+
+
+def _call_row(call: Call) -> str:
+    if call.status is not None:
+        result = str(call.status)
+    else:
+        result = call.outcome + (f": {call.error}" if call.error else "")
+    key = (
+        f"{call.idempotency_header}: {call.idempotency_value or ''}"
+        if call.idempotency_header
+        else "none sent"
+    )
+    headers = "; ".join(f"{k}: {v}" for k, v in call.request_headers.items()) or "none"
+    cells = (
+        call.name or "(unnamed)",
+        call.method,
+        call.url,
+        result,
+        key,
+        call_verdict(call),
+        headers,
+    )
+    return "<tr>" + "".join(f"<td>{esc(c)}</td>" for c in cells) + "</tr>"
+
+
+def attempt_details_html(step_id: str, attempt: Attempt) -> str:
+    """What selecting an attempt shows (spec §6.3): outcome and explanation, the error
+    with its cell line, HTTP calls (with the server's verdict), console output and a
+    result preview."""
+    style = outcome_style(attempt.outcome)
+    end = "still running" if attempt.ended_at is None else format_time(attempt.ended_at)
+    out = [
+        '<div class="woml-details-body">',
+        f"<p><strong>{esc(step_id)} · attempt {attempt.number} · {esc(style.label)}</strong>"
+        f" · {esc(format_time(attempt.started_at))} → {esc(end)}</p>",
+        f"<p>idempotency key <code>{esc(attempt.idempotency_key)}</code></p>",
+    ]
+    if attempt.explanation:
+        out.append(f'<p class="woml-explanation">{esc(attempt.explanation)}</p>')
+    if attempt.error is not None:
+        e = attempt.error
+        out.append(
+            f'<p class="woml-error">error <code>{esc(error_text(e.name, e.message, e.line))}'
+            "</code></p>"
+        )
+    if attempt.calls:
+        head = (
+            "name",
+            "method",
+            "URL",
+            "status",
+            "idempotency header sent",
+            "server's verdict",
+            "headers",
+        )
+        out.append(
+            '<table class="woml-calls"><tr>'
+            + "".join(f"<th>{h}</th>" for h in head)
+            + "</tr>"
+            + "".join(_call_row(c) for c in attempt.calls)
+            + "</table>"
+        )
+    if attempt.logs:
+        shown = attempt.logs[:LOG_LINES_SHOWN]
+        more = len(attempt.logs) - len(shown)
+        text = "\n".join(shown) + (f"\n… {more} more lines" if more else "")
+        out.append(f'<p>console output</p><pre class="woml-logs">{esc(text)}</pre>')
+    if attempt.outcome == SUCCEEDED:
+        out.append(
+            f'<p>result</p><pre class="woml-result">{esc(result_preview(attempt.result))}</pre>'
+        )
+    out.append("</div>")
+    return "".join(out)
+
+
+def step_details_html(run: Run, lane: Lane) -> Iterable[str]:
+    """One step's ``div.woml-step``: its status and policy in words, its full idempotency
+    key (selectable), one ``details`` per attempt and the attempts still planned."""
+    sr = run.steps[lane.step_id]
+    yield (
+        f'<div class="woml-step" data-step="{esc(lane.step_id)}">'
+        f"<div><strong>{esc(lane.step_id)}</strong> · "
+        f'<span class="woml-step-status">{esc(lane.status_words)}</span> · '
+        f'<span class="woml-policy">{esc(lane.policy)}</span></div>'
+        f'<div>idempotency key <code class="woml-key" style="user-select:all">'
+        f"{esc(lane.key)}</code></div>"
+    )
+    for a in sorted(sr.attempts, key=lambda a: a.number):
+        label = outcome_style(a.outcome).label
+        end = "…" if a.ended_at is None else format_time(a.ended_at)
+        yield (
+            f'<details class="woml-attempt-details woml-outcome-{esc(label)}"'
+            f' data-step="{esc(lane.step_id)}" data-n="{a.number}"><summary>#{a.number} '
+            f"{esc(label)} · {esc(format_time(a.started_at))} → {esc(end)}</summary>"
+            f"{attempt_details_html(lane.step_id, a)}</details>"
+        )
+    planned = [s.number for s in lane.segments if s.kind == "planned"]
+    if planned:
+        yield f"<div>planned, not yet run: {', '.join(f'#{n}' for n in planned)}</div>"
+    yield "</div>"

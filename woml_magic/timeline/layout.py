@@ -1,0 +1,110 @@
+"""The timeline's geometry and words, computed once per render (spec §6.3).
+
+``compute_layout(run)`` turns a ``Run`` into lanes of segments on one shared time axis:
+attempts (coloured and labelled by outcome), waits (labelled "wait 2s", with a countdown
+while live), and, for a run still going, the planned schedule of attempts not yet run.
+The plain-text table, the SVG and (through the SVG) the widget all draw this one layout,
+so they never disagree about what happened when.
+
+Each step is its own module: ``lanes`` builds the segments from the run's events,
+``axis`` maps time to x (true to time, with breaks) and picks the ticks, ``placement``
+draws each lane's bars and places their labels; the sizes are in ``geometry``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+
+from ..model import Run
+from ..outcomes import RUNNING
+from .axis import AxisBreak, XMap, axis_breaks, axis_knots, axis_ticks, idle_gaps, interpolate
+from .geometry import AXIS_H, LABEL_W, RIGHT_PAD, TRACK_W
+from .lanes import Lane, build_lanes
+from .placement import draw_lane
+
+
+@dataclass(frozen=True)
+class TimelineLayout:
+    """Everything a renderer draws: header facts, the shared axis and the lanes.
+
+    ``axis`` holds the knots ``(t, x)`` of the piecewise-linear time→x map, x in SVG
+    units, both increasing; ``x(t)`` interpolates it. ``ticks`` are the times that get
+    a tick and a label (``format_time``).
+    """
+
+    run_id: str
+    workflow_id: str
+    clock: str
+    status: str
+    now: float
+    axis_end: float
+    ticks: tuple[float, ...]
+    lanes: tuple[Lane, ...]
+    resumes: tuple[float, ...]
+    axis: tuple[tuple[float, float], ...] = ((0.0, LABEL_W), (1.0, LABEL_W + TRACK_W))
+    breaks: tuple[AxisBreak, ...] = ()
+    scale: float = TRACK_W
+    width: float = LABEL_W + TRACK_W + RIGHT_PAD
+    lanes_bottom: float = AXIS_H
+
+    @property
+    def track_x0(self) -> float:
+        return self.axis[0][1]
+
+    @property
+    def track_x1(self) -> float:
+        return self.axis[-1][1]
+
+    def x(self, t: float) -> float:
+        """The x of time ``t``: linear between knots, the run's scale beyond them."""
+        return interpolate(self.axis, self.scale, t)
+
+
+def compute_layout(run: Run, *, now: float | None = None, min_end: float = 0.0) -> TimelineLayout:
+    """Lay ``run`` out on one true-to-time axis (spec §6.3).
+
+    ``now`` is the current time on the run's clock (default ``run.now``): running
+    attempts are drawn up to it and live waits count down from it. ``min_end`` keeps
+    the axis at least that long (a replay keeps the whole run's axis while it scrubs).
+    """
+    t_now = run.now if now is None else max(now, run.now)
+    if run.ended_at is not None:
+        t_now = run.ended_at if now is None else t_now
+    lanes = build_lanes(run, t_now)
+    end = max([t_now, min_end, *(s.end for lane in lanes for s in lane.segments)])
+    gaps, busy = idle_gaps(
+        ((s.start, s.end) for lane in lanes for s in lane.segments if s.is_bar), end
+    )
+    broken = axis_breaks(gaps, busy)
+    knots, scale, axis_end = axis_knots(end, broken, live=run.status == RUNNING)
+    x_of = XMap(knots, scale)
+    y = AXIS_H
+    drawn: list[Lane] = []
+    for lane in lanes:
+        d = dataclasses.replace(draw_lane(lane, x_of, broken), y=y)
+        drawn.append(d)
+        y += d.height
+    right = max(
+        [
+            knots[-1][1],
+            *(dr.label.right for lane in drawn for dr in lane.drawn if dr.label is not None),
+        ]
+    )
+    return TimelineLayout(
+        run_id=run.id,
+        workflow_id=run.workflow_id,
+        clock=run.clock,
+        status=run.status,
+        now=t_now,
+        axis_end=axis_end,
+        ticks=axis_ticks(knots, broken, scale),
+        lanes=tuple(drawn),
+        resumes=tuple(run.resumes),
+        axis=knots,
+        breaks=tuple(AxisBreak(a, b, x_of(a), x_of(b)) for a, b in broken),
+        scale=scale,
+        width=math.ceil(right + RIGHT_PAD),
+        lanes_bottom=y,
+    )
