@@ -7,6 +7,9 @@
   when the run succeeded, 1 otherwise.
 - ``demo`` runs the duplicate-charge lesson against a local demo API (the README's
   main job); exit status 0 when both halves behaved as the lesson says.
+- ``worker --temporal HOST:PORT`` runs a Temporal worker for ``--engine temporal`` runs
+  (spec §9) until SIGINT or SIGTERM; exit status 0 when stopped by a signal, 2 when it
+  cannot start (bad options, missing extra, no server).
 
 Each subcommand is one ``_add_<name>`` function that registers its parser and its
 handler, ``handler(args) -> int``; add more in ``_build_parser``.
@@ -15,14 +18,19 @@ handler, ``handler(args) -> int``; add more in ``_build_parser``.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .errors import WomlSyntaxError
 from .model import Step
 from .parse import parse
 from .policy import format_duration
+
+if TYPE_CHECKING:
+    from .temporal.options import TemporalOptions
 
 Handler = Callable[[argparse.Namespace], int]
 
@@ -155,6 +163,127 @@ def _add_demo(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
     parser.set_defaults(handler=_demo)
 
 
+def _worker(args: argparse.Namespace) -> int:
+    """``worker``: serve a task queue of a Temporal cluster until SIGINT/SIGTERM (spec §9).
+
+    Once the SDK has run, the process ends with ``os._exit`` after flushing its output:
+    the SDK can abort the interpreter at exit (sdk-python#300), which would turn a
+    clean stop into a crash report.
+    """
+    from .errors import WomlError
+
+    api_key = None
+    if args.api_key_env is not None:
+        api_key = os.environ.get(args.api_key_env)
+        if not api_key:
+            return _worker_error(f"--api-key-env: the environment variable {args.api_key_env} "
+                                 "is not set or empty; export the API key in it")
+    try:
+        from .temporal.options import TemporalOptions
+
+        options = TemporalOptions(target=args.temporal, namespace=args.namespace,
+                                  task_queue=args.task_queue, tls=args.tls, api_key=api_key)
+    except WomlError as exc:  # bad options, or the temporal extra is missing
+        return _worker_error(str(exc))
+    code = _serve_until_signal(options, args.max_concurrent_activities)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
+def _worker_error(message: str) -> int:
+    print(f"woml worker: {message}", file=sys.stderr, flush=True)
+    return 2
+
+
+def _serve_until_signal(options: TemporalOptions, max_concurrent_activities: int | None) -> int:
+    """Connect, then run ``temporal.worker.serve`` until the first SIGINT/SIGTERM cancels
+    it (a second one exits at once, without waiting for running attempts); the exit
+    status."""
+    import asyncio
+    import signal
+
+    from .errors import WomlError
+    from .temporal.options import connect
+    from .temporal.worker import serve
+
+    def ready() -> None:
+        print(f"woml worker: polling task queue {options.task_queue} on {options.target} "
+              f"(namespace {options.namespace})", flush=True)
+
+    async def work() -> None:
+        await connect(options)  # no server: one line and exit 2, before any worker
+        await serve(options, max_concurrent_activities=max_concurrent_activities, ready=ready)
+
+    async def main() -> int:
+        loop = asyncio.get_running_loop()
+        task = asyncio.ensure_future(work())
+        stopping: list[str] = []
+
+        def stop(name: str) -> None:
+            if stopping:
+                print(f"woml worker: {name} again, exiting without waiting for running "
+                      "attempts", file=sys.stderr, flush=True)
+                sys.stdout.flush()
+                os._exit(1)
+            stopping.append(name)
+            print(f"woml worker: stopping on {name}", flush=True)
+            task.cancel()
+
+        def on_signal(signum: int, _frame: object) -> None:  # where loops have no handlers
+            loop.call_soon_threadsafe(stop, signal.Signals(signum).name)
+
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            try:
+                loop.add_signal_handler(sig, stop, sig.name)
+            except NotImplementedError:  # Windows
+                signal.signal(sig, on_signal)
+        try:
+            await task
+        except asyncio.CancelledError:
+            if not stopping:
+                raise
+        except WomlError as exc:
+            return _worker_error(str(exc))
+        else:
+            print("woml worker: stopped (the worker ended by itself)", flush=True)
+        return 0
+
+    return asyncio.run(main())
+
+
+def _add_worker(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = commands.add_parser(
+        "worker", help="run a Temporal worker for --engine temporal runs (spec §9)",
+        description="Poll a task queue of a Temporal cluster and run WOML workflows and "
+                    "attempts from it until SIGINT or SIGTERM. Needs the temporal extra: "
+                    'pip install "woml-magic[temporal]".',
+    )
+    parser.add_argument("--temporal", metavar="HOST:PORT", required=True,
+                        help="the cluster's frontend, e.g. 127.0.0.1:7233")
+    parser.add_argument("--task-queue", metavar="Q", default="woml",
+                        help="the task queue to poll (default: woml, the magic's)")
+    parser.add_argument("--namespace", metavar="NS", default="default",
+                        help="the namespace (default: default)")
+    parser.add_argument("--tls", action="store_true", help="connect over TLS")
+    parser.add_argument("--api-key-env", metavar="VAR",
+                        help="read a Temporal Cloud API key from this environment variable "
+                             "(implies --tls)")
+    parser.add_argument("--max-concurrent-activities", metavar="N", type=_positive_int,
+                        help="run at most N attempts at once (default: the SDK's)")
+    parser.set_defaults(handler=_worker)
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive whole number")
+    return value
+
+
 def _build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="woml", description="WOML workflow documents from the command line."
@@ -163,6 +292,7 @@ def _build_parser() -> argparse.ArgumentParser:
     _add_check(commands)
     _add_run(commands)
     _add_demo(commands)
+    _add_worker(commands)
     return parser
 
 

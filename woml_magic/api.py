@@ -42,7 +42,7 @@ if TYPE_CHECKING:
 __all__ = [
     "ENGINES", "MEMORY", "EngineConfig", "Journal", "Run", "RunHandle", "RunOptions",
     "RunSummary",
-    "Workflow", "check_journal", "check_payload", "default_pool", "journaled_clock",
+    "Workflow", "check_journal", "check_payload", "default_pool", "fetch_run", "journaled_clock",
     "new_run_id", "run", "run_async", "start",
 ]
 
@@ -65,7 +65,9 @@ class RunOptions(TypedDict, total=False):
     sinks: Iterable[EventSink]  # receive every event after the Run folded it
     config: EngineConfig | None  # limits and HTTP settings
     engine: str  # which engine executes the run (spec §9): "local" or "temporal"
-    temporal: TemporalOptions | str | None  # engine="temporal": the cluster (HOST:PORT)
+    # engine="temporal": TemporalOptions, "HOST:PORT", a dict of TemporalOptions' fields,
+    # or None (a local dev server started on first use)
+    temporal: TemporalOptions | str | dict[str, Any] | None
 
 
 @dataclass(frozen=True)
@@ -80,7 +82,7 @@ class _Options:
     sinks: tuple[EventSink, ...] = ()
     config: EngineConfig | None = None
     engine: str = "local"
-    temporal: TemporalOptions | str | None = None
+    temporal: TemporalOptions | str | dict[str, Any] | None = None
 
     @classmethod
     def of(cls, caller: str, options: dict[str, Any]) -> _Options:
@@ -97,6 +99,8 @@ class _Options:
             raise WomlRunError(
                 f"unknown engine {opts.engine!r}; use one of: {', '.join(sorted(ENGINES))}"
             )
+        if opts.temporal is not None and opts.engine != "temporal":
+            raise WomlRunError("temporal= applies to engine='temporal' only")
         return opts
 
 
@@ -108,6 +112,25 @@ def _temporal(opts: _Options) -> Executor:
 
 ENGINES["local"] = lambda _opts: LocalExecutor(default_pool())
 ENGINES["temporal"] = _temporal
+
+
+def fetch_run(
+    run_id: str, *, engine: str = "temporal",
+    temporal: TemporalOptions | str | dict[str, Any] | None = None,
+) -> Run:
+    """The ``Run`` ``run_id`` as its engine has it, without a journal (spec §9: rebuilt
+    from the Temporal workflow's history, so any kernel can show any run)."""
+    if engine != "temporal":
+        raise WomlRunError(
+            f"fetch_run reads runs from the temporal engine; a {engine!r} run is in its "
+            "journal: Journal(path).load(run_id)"
+        )
+    from .temporal import as_options
+    from .temporal.history import load_run
+
+    if run_loop().is_current():
+        raise WomlError("fetch_run() was called from the run loop itself")
+    return run_loop().submit(load_run(run_id, as_options(temporal))).result()
 
 
 def new_run_id() -> str:

