@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import Any
 
 BENCH = Path(__file__).resolve().parent
-MODULES = ["parse", "worker", "engine", "http_calls", "journal", "timeline", "cell", "steps"]
+MODULES = ["parse", "worker", "engine", "http_calls", "journal", "timeline", "cell", "steps",
+           "temporal"]
 
 
 def _load(name: str) -> Any:

@@ -52,12 +52,16 @@ api.reset()
 # idempotency key, so the ambiguity guard (spec §4.2) ends the attempt `ambiguous`
 # and does **not** retry. The run fails — and the API shows why that matters: the
 # charge *did* happen.
+#
+# (The cell leaves the key out on purpose, so it says `--no-lint`: without it, the
+# key linter would warn above the timeline that a named `POST` carries no
+# idempotency key — the very mistake this cell demonstrates.)
 
 # %%
 api.drop_response_next(1)
 
 # %%
-%%woml --simulate --payload demo --out no_key
+%%woml --simulate --payload demo --out no_key --no-lint
 <step id="charge" retry="3" retry-delay="200ms">
   <script>
     const res = await services.http.request({

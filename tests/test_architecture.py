@@ -18,7 +18,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "woml_magic"
 LAYERS: dict[str, tuple[str, ...]] = {
     "vocabulary": ("errors", "outcomes", "limits", "policy", "redaction", "events", "clock",
                    "runloop", "_lazy"),
-    "document": ("model", "scan", "scan_messages", "parse", "explain"),
+    "document": ("model", "scan", "scan_messages", "parse", "explain", "lint"),
     "runtime": ("runtime.", "runtime"),
     "services": ("services.", "services"),
     "journal": ("journal.", "journal"),
@@ -55,7 +55,7 @@ ALLOWED: dict[str, set[str]] = {
     "demo": {"vocabulary", "document", "api", "timeline"},
     # The magic is a thin adapter: the public API, the parser, errors, its display.
     # (Its settings validate limits and durations with the vocabulary's own checks.)
-    "magic": {"api", "parse", "errors", "timeline", "vocabulary"},
+    "magic": {"api", "parse", "errors", "lint", "timeline", "vocabulary"},
     "cli": {"vocabulary", "document", "api", "timeline", "demo", "temporal"},
     "package": {"vocabulary", "document", "api", "seam", "magic", "timeline"},
 }

@@ -386,6 +386,8 @@ def test_usage_errors_print_without_a_traceback(
         ('Woml.default_timeout = "25h"', "at most 24h"),
         ('Woml.redact_headers = ["X Key"]', "'X Key' is not a header name"),
         ('Woml.http_allow = ["http://x.test"]', "'http://x.test' is not a host"),
+        ('Woml.engine = "kubernetes"', "Woml.engine 'kubernetes' is not an engine; use "
+                                       "'local' or 'temporal'"),
     ],
 )
 def test_config_rejects_bad_values_with_a_reason_and_keeps_the_old_one(
@@ -512,3 +514,117 @@ def test_unload_cancels_background_runs(ip: InteractiveShell) -> None:
         assert [a.outcome for a in run.steps["slow"].attempts] == ["cancelled"]
     finally:
         ip.run_line_magic("load_ext", "woml_magic")
+
+
+def test_temporal_flags_need_the_temporal_engine(ip: InteractiveShell) -> None:
+    """spec §9: --temporal, --namespace and --task-queue say where the temporal engine
+    runs; without --engine temporal they are a usage error, before anything runs."""
+    for flag in ("--temporal 127.0.0.1:7233", "--namespace ns", "--task-queue q"):
+        with pytest.raises(UsageError, match="applies to --engine temporal only"):
+            woml(ip, flag, SUCCEEDS)
+    assert magics(ip).settings.engine == "local"
+
+
+def test_the_temporal_settings_give_where_it_runs_and_flags_win(ip: InteractiveShell) -> None:
+    ip.run_line_magic("config", 'Woml.engine = "temporal"')
+    ip.run_line_magic("config", 'Woml.temporal = "127.0.0.1:7233"')
+    settings = magics(ip).settings
+    assert settings.engine == "temporal"
+    assert settings.temporal_options(target=None, namespace=None, task_queue="q") == {
+        "target": "127.0.0.1:7233", "namespace": "default", "task_queue": "q", "ui": False}
+    assert settings.temporal_options(target="127.0.0.1:1", namespace="n",
+                                     task_queue=None)["target"] == "127.0.0.1:1"
+
+
+UNKEYED_POST = """<step id="charge" retry="2"><script>
+const r = await services.http.request({method: "POST", url: "http://127.0.0.1:9/x"},
+                                      {name: "create-charge"});
+return r.status;
+</script></step>"""
+
+
+def test_key_warnings_show_above_the_run_and_no_lint_hides_them(ip: InteractiveShell) -> None:
+    """Issue 15 / spec §10: the linter's warnings, with the script line, before the run;
+    `--no-lint` silences them; a clean cell shows none."""
+    with capture_output() as cap:
+        woml(ip, "--simulate --out r", UNKEYED_POST)
+    texts = [o.data.get("text/plain", "") for o in cap.outputs]
+    warned = [t for t in texts if "idempotency-key warnings" in t]
+    assert len(warned) == 1
+    assert "line 3: step 'charge'" in warned[0]  # the cell's line (the %%woml line is 1)
+    with capture_output() as cap:
+        woml(ip, "--simulate --no-lint", UNKEYED_POST)
+    assert not any("idempotency-key warnings" in o.data.get("text/plain", "")
+                   for o in cap.outputs)
+    with capture_output() as cap:
+        woml(ip, "--simulate", SUCCEEDS)
+    assert not any("idempotency-key warnings" in o.data.get("text/plain", "")
+                   for o in cap.outputs)
+
+
+def test_secret_asks_with_a_password_prompt_and_keeps_the_value_in_memory(
+    ip: InteractiveShell, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """spec §10.1: `%woml secret NAME`; a script gets a reference, never the value."""
+    import getpass
+
+    prompts: list[str] = []
+    monkeypatch.setattr(getpass, "getpass", lambda prompt: prompts.append(prompt) or "s3cr3t-v4lue")
+    with capture_output() as cap:
+        ip.run_line_magic("woml", "secret API_KEY")
+    assert prompts == ["value of secret API_KEY (hidden): "]
+    assert "s3cr3t-v4lue" not in cap.stdout
+    run = woml(ip, "--simulate", '<step id="s"><script>return services.secret("API_KEY");'
+                                 "</script></step>")
+    assert run.steps["s"].result == "⟦woml-secret:API_KEY⟧"
+    assert "s3cr3t-v4lue" not in repr(run)
+    with capture_output() as cap:
+        ip.run_line_magic("woml", "secret")
+    assert "API_KEY" in cap.stdout
+    monkeypatch.setattr(getpass, "getpass", lambda prompt: "")
+    with pytest.raises(UsageError, match="nothing was entered"):
+        ip.run_line_magic("woml", "secret API_KEY")
+    with pytest.raises(UsageError, match="letters, digits and _"):
+        ip.run_line_magic("woml", "secret 9lives")
+
+
+def test_secrets_from_the_environment_by_name(
+    ip: InteractiveShell, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """spec §10.1: `Woml.secrets` names environment variables; a missing one is a clear
+    error; a script asking for a name not set gets an error listing the names."""
+    monkeypatch.setenv("WOML_TEST_TOKEN", "tok-123456")
+    ip.run_line_magic("config", 'Woml.secrets = ["WOML_TEST_TOKEN"]')
+    run = woml(ip, "--simulate", '<step id="s"><script>'
+                                 'return services.secret("WOML_TEST_TOKEN");</script></step>')
+    assert run.steps["s"].result == "⟦woml-secret:WOML_TEST_TOKEN⟧"
+    missing = woml(ip, "--simulate", '<step id="s"><script>return services.secret("NOPE");'
+                                     "</script></step>")
+    error = missing.steps["s"].attempts[0].error
+    assert error is not None
+    assert "WOML_TEST_TOKEN" in error.message
+    monkeypatch.delenv("WOML_TEST_TOKEN")
+    with pytest.raises(UsageError, match="environment has no WOML_TEST_TOKEN"):
+        woml(ip, "--simulate", SUCCEEDS)
+
+
+def test_fault_flags_reach_the_run_and_bad_ones_are_usage_errors(ip: InteractiveShell) -> None:
+    """spec §10.2: `--fault CALL@ATTEMPT=KIND` (repeatable) acts on the named call."""
+    from woml_magic.demo import DemoAPI
+
+    with DemoAPI() as api:
+        doc = f"""<step id="charge" retry="2" retry-delay="0s"><script>
+const r = await services.http.request({{method: "POST", url: "{api.url}/charges",
+  json: {{amount: 1, currency: "eur"}},
+  idempotency: {{header: "Idempotency-Key", value: attempt.idempotencyKey}}}},
+  {{name: "create-charge"}});
+return r.status;
+</script></step>"""
+        run = woml(ip, '--simulate --fault "create-charge@1=drop-response"', doc)
+        attempts = run.steps["charge"].attempts
+        assert [a.outcome for a in attempts] == ["threw", "succeeded"]
+        assert attempts[0].calls[0].injected is not None
+        assert "injected" in attempts[0].explanation
+        assert len(api.records("charges")) == 1
+    with pytest.raises(UsageError, match="create-charge@x=drop-response"):
+        woml(ip, '--simulate --fault "create-charge@x=drop-response"', SUCCEEDS)

@@ -5,8 +5,9 @@ directory is a temporary one (so no ``.woml`` journal lands in the repository). 
 notebook fails on any error output or any traceback on stderr, and each lesson is
 checked against the facts it prints: the charge counts of the duplicate-charge lesson
 (spec §4.2, §8), the schedules of spec §3.1, the fail-closed outcomes of spec §3.2,
-the key formula of spec §3.5 and the resume message of spec §5.3. Each committed
-notebook is also exactly what its percent-format source builds (``notebooks/build.py``).
+the key formula of spec §3.5, the resume message of spec §5.3 and the parity of the
+local and Temporal engines of spec §9. Each committed notebook is also exactly what its
+percent-format source builds (``notebooks/build.py``).
 """
 
 # nbformat ships no type information (STYLE 8).
@@ -94,6 +95,20 @@ FACTS: dict[str, list[str]] = {
         "new requests to the API: [('/charges', 'replayed')]",
         "customer requests unchanged: True",
         "after resume, customers: 1 | charges: 1",
+    ],
+    "05-scale-out-on-temporal.ipynb": [
+        # spec §9: the same document on both engines, the same semantics and Run
+        "same status: True",
+        "same reserve outcomes: True",
+        "same waits scheduled (s): True",
+        "same confirm result: True",
+        # spec §3.5 from the WOML run id, which is the Temporal workflow id
+        "keys follow §3.5 on both engines: True",
+        # spec §9: the Run rebuilt from the workflow's history alone
+        "rebuilt from the history: succeeded ['threw', 'threw', 'succeeded']",
+        "the same events as the run the kernel followed: True",
+        # spec §3.2 on Temporal: a timeout fails closed after one attempt of three
+        "run: failed | busy: failed-closed | attempts: ['timeout']",
     ],
 }
 
@@ -216,6 +231,32 @@ def test_notebook_04_reuses_the_interrupted_attempts_key(
         if out.output_type in ("display_data", "execute_result")
     )
     assert f"key     {idempotency_key('checkout-1', 'pay')}" in shown
+
+
+def test_notebook_05_shows_the_temporal_run_alike_live_and_from_its_history(
+    executed: dict[str, nbformat.NotebookNode], tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    # spec §9: the timeline the kernel drew while following the Temporal run is the one
+    # rebuilt from the workflow's history, and its keys are spec §3.5's from the WOML
+    # run id (the workflow id), as the local run's are from its own.
+    from woml_magic.model import idempotency_key
+
+    nb = run_once("05-scale-out-on-temporal.ipynb", executed, tmp_path_factory)
+    shown = {
+        cell.source.splitlines()[0]: out.data["text/plain"]
+        for cell in nb.cells
+        for out in cell.get("outputs", [])
+        if out.output_type in ("display_data", "execute_result")
+    }
+    local = shown["%%woml --out local_run"]
+    live = shown["%%woml --engine temporal --out temporal_run"]
+    rebuilt = shown["rebuilt = %woml show {temporal_run.id} --engine temporal"]
+    assert rebuilt == live
+    for timeline in (local, live):
+        match = re.search(r"· run (\S+) · real clock · succeeded ·", timeline)
+        assert match is not None, timeline
+        for step in ("reserve", "confirm"):
+            assert f"key     {idempotency_key(match.group(1), step)}" in timeline
 
 
 def load_builder() -> ModuleType:

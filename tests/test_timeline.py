@@ -1118,3 +1118,57 @@ return r.status;
     rows = by_class(parse_xml(render_html(run)), "woml-calls")
     verdicts = [tr.findall("td")[5].text for table in rows for tr in table.findall("tr")[1:]]
     assert verdicts == ["effect unknown (ambiguous)", "replayed by the server"]
+
+
+def test_the_header_links_to_the_run_in_its_engines_ui_escaped() -> None:
+    """spec §9: a Run's links (its engine's Web UI) are links in the header; no links,
+    no anchor."""
+    run = wm.run('<step id="s"><script>return 1;</script></step>', clock="simulated")
+    assert "woml-link" not in render_html(run)
+    run.links["Temporal Web UI"] = 'http://127.0.0.1:8233/namespaces/default/workflows/a"b'
+    page = lxml_html.fromstring(render_html(run))
+    (anchor,) = page.xpath('//div[@class="woml-header"]/a[@class="woml-link"]')
+    assert anchor.get("href") == 'http://127.0.0.1:8233/namespaces/default/workflows/a"b'
+    assert anchor.text == "Temporal Web UI"
+    assert anchor.get("rel") == "noopener"
+
+
+def test_html_ends_each_step_that_made_calls_with_its_key_lineage() -> None:
+    """spec §10.3, the DOM contract extended: after a step's attempts, for a step that
+    made HTTP calls, ``div.woml-lineage[data-step]`` with its summary and a
+    ``table.woml-lineage-table`` of ``tr.woml-lineage-row[data-step, data-n,
+    data-verdict]``; the attempts' own ``table.woml-calls`` are unchanged."""
+    r = failed_closed()
+    root = parse_xml(render_html(r.run))
+    (steps,) = by_class(root, "woml-steps")
+    charge, email = steps.findall("div")
+    assert charge[-1].get("class") == "woml-lineage"
+    assert charge[-1].get("data-step") == "charge"
+    assert not by_class(email, "woml-lineage")  # no calls, no lineage
+    (summary,) = by_class(charge, "woml-lineage-summary")
+    assert "".join(summary.itertext()) == (
+        "Key lineage · 1 request carried the key: 1 error"
+    )
+    (table,) = by_class(charge, "woml-lineage-table")
+    head = [th.text for th in table.findall("tr")[0].findall("th")]
+    assert head == ["attempt", "call", "method", "URL", "status", "server's verdict", "why"]
+    (row,) = table.findall("tr")[1:]
+    assert row.get("class") == "woml-lineage-row woml-verdict-error"
+    assert (row.get("data-step"), row.get("data-n"), row.get("data-verdict")) == (
+        "charge", "1", "error")
+    assert [td.text for td in row.findall("td")][:5] == [
+        "#1", "charge", "POST", "http://127.0.0.1:9/charges", "503"]
+    assert len(by_class(root, "woml-calls")) == 1
+    assert not by_class(root, "woml-injected")  # nothing was injected
+
+
+def test_text_ends_each_step_that_made_calls_with_its_key_lineage() -> None:
+    text = render_text(failed_closed().run)
+    lines = text.splitlines()
+    at = lines.index("  key lineage 1 request carried the key: 1 error")
+    assert lines[at + 1].startswith(
+        "    #1 charge POST http://127.0.0.1:9/charges → 503 error answer · not a verdict"
+    )
+    assert lines[at + 2] == ""  # then the next step
+    assert lines[at + 3].startswith("step email")
+    assert text.count("key lineage") == 1

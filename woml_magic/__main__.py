@@ -18,11 +18,12 @@ handler, ``handler(args) -> int``; add more in ``_build_parser``.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TextIO
 
 from .errors import WomlSyntaxError
 from .model import Step
@@ -220,15 +221,21 @@ def _serve_until_signal(options: TemporalOptions, max_concurrent_activities: int
         task = asyncio.ensure_future(work())
         stopping: list[str] = []
 
+        def say(text: str, stream: TextIO) -> None:
+            # A reader that went away (a closed pipe) must not keep the worker alive.
+            with contextlib.suppress(OSError, ValueError):
+                print(text, file=stream, flush=True)
+
         def stop(name: str) -> None:
             if stopping:
-                print(f"woml worker: {name} again, exiting without waiting for running "
-                      "attempts", file=sys.stderr, flush=True)
-                sys.stdout.flush()
+                say(f"woml worker: {name} again, exiting without waiting for running "
+                    "attempts", sys.stderr)
+                with contextlib.suppress(OSError, ValueError):
+                    sys.stdout.flush()
                 os._exit(1)
             stopping.append(name)
-            print(f"woml worker: stopping on {name}", flush=True)
-            task.cancel()
+            task.cancel()  # first: nothing below may keep the worker from stopping
+            say(f"woml worker: stopping on {name}", sys.stdout)
 
         def on_signal(signum: int, _frame: object) -> None:  # where loops have no handlers
             loop.call_soon_threadsafe(stop, signal.Signals(signum).name)

@@ -13,17 +13,19 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 import os
 import secrets
 import time
-from collections.abc import Callable, Generator, Iterable
-from dataclasses import dataclass
+from collections.abc import Callable, Generator, Iterable, Mapping
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypedDict
 
 from . import resume as resuming
 from .clock import make_clock
 from .engine import EngineConfig, LocalExecutor
+from .engine.config import Fault, Secrets, parse_faults
 from .errors import WomlError, WomlRunError
 from .events import EventSink
 from .executor import Executor
@@ -68,6 +70,12 @@ class RunOptions(TypedDict, total=False):
     # engine="temporal": TemporalOptions, "HOST:PORT", a dict of TemporalOptions' fields,
     # or None (a local dev server started on first use)
     temporal: TemporalOptions | str | dict[str, Any] | None
+    # values services.secret("NAME") refers to (spec §10.1): {"NAME": "value"} or Secrets;
+    # added to config.secrets (these win for a name in both); not with engine="temporal"
+    secrets: Secrets | Mapping[str, str] | None
+    # injected faults (spec §10.2): "CALL@ATTEMPT=KIND" strings or Fault objects, after
+    # config.faults
+    faults: Iterable[str | Fault]
 
 
 @dataclass(frozen=True)
@@ -83,6 +91,8 @@ class _Options:
     config: EngineConfig | None = None
     engine: str = "local"
     temporal: TemporalOptions | str | dict[str, Any] | None = None
+    secrets: Secrets | None = field(default=None, repr=False)
+    faults: tuple[Fault, ...] = ()
 
     @classmethod
     def of(cls, caller: str, options: dict[str, Any]) -> _Options:
@@ -92,7 +102,10 @@ class _Options:
                 f"{caller}() got an unexpected keyword argument {unknown[0]!r}; it takes "
                 f"payload and {', '.join(RunOptions.__annotations__)}"
             )
-        opts = cls(**{**options, "sinks": tuple(options.get("sinks", ()))})
+        # Both checked here, before anything runs (spec §10.1, §10.2).
+        opts = cls(**{**options, "sinks": tuple(options.get("sinks", ())),
+                      "secrets": Secrets.of(options.get("secrets")),
+                      "faults": parse_faults(options.get("faults"))})
         if opts.clock not in ("real", "simulated"):
             raise WomlRunError(f"unknown clock {opts.clock!r}; use 'real' or 'simulated'")
         if opts.engine not in ENGINES:
@@ -225,7 +238,7 @@ async def _execute(
     """The run itself, on the run loop: check, open the journal, start or resume."""
     workflow = _as_workflow(text_or_workflow)
     executor = ENGINES[opts.engine](opts)
-    config = opts.config or EngineConfig()
+    config = _config(opts)
     await executor.check(workflow)  # spec §2.3: nothing runs, nothing is journaled
     with _open_journal(opts.journal) as jr:
         # A resumed run keeps its id; ``run_id`` applies to a new run only (spec §5.3).
@@ -251,6 +264,17 @@ async def _execute(
         if handle is not None:
             handle._begin(execution)
         return await execution.execute()
+
+
+def _config(opts: _Options) -> EngineConfig:
+    """The run's ``EngineConfig``: ``config=`` with ``secrets=`` and ``faults=`` added."""
+    config = opts.config or EngineConfig()
+    if opts.secrets:
+        merged = opts.secrets if config.secrets is None else config.secrets.merged(opts.secrets)
+        config = dataclasses.replace(config, secrets=merged)
+    if opts.faults:
+        config = dataclasses.replace(config, faults=(*config.faults, *opts.faults))
+    return config
 
 
 def run(

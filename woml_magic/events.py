@@ -128,7 +128,9 @@ class CallFinished(AttemptEvent):
     """A call ended: a response, a network error, or an ambiguous outcome (spec §4.1).
 
     For a response, ``response`` holds ``{status, headers, data}`` (headers redacted)
-    so a named 2xx call can be reattached later (spec §4.3).
+    so a named 2xx call can be reattached later (spec §4.3). ``injected`` says which
+    injected faults acted on the call (spec §10.2), e.g. ``drop-response (--fault
+    create-charge@1=drop-response)``; None for a call no fault touched.
     """
 
     kind: ClassVar[str] = "call-finished"
@@ -139,6 +141,7 @@ class CallFinished(AttemptEvent):
     replayed: bool = False
     response: JSON = None
     error: str | None = None
+    injected: str | None = None
 
 
 @dataclass(frozen=True, kw_only=True)

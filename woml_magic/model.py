@@ -124,7 +124,10 @@ class AttemptError:
 
 @dataclass
 class Call:
-    """One ``services.http.request`` made by an attempt (spec §4.1, §4.3)."""
+    """One ``services.http.request`` made by an attempt (spec §4.1, §4.3).
+
+    ``injected``: the injected faults that acted on it (spec §10.2), or None.
+    """
 
     name: str | None
     method: str
@@ -139,6 +142,7 @@ class Call:
     error: str | None = None
     started_at: float = 0.0
     ended_at: float | None = None
+    injected: str | None = None
 
 
 @dataclass
@@ -197,6 +201,9 @@ class Run:
     now: float = 0.0  # the latest time seen on the run's clock
     resumes: list[float] = field(default_factory=list)
     events: list[Event] = field(default_factory=list)
+    #: Where else to see this run, by label (its engine's own UI, spec §9): not from
+    #: events, so not journaled; the timeline's header links to each.
+    links: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not self.steps:
@@ -279,6 +286,7 @@ class Run:
             call.response = event.response
             call.error = event.error
             call.ended_at = event.at
+            call.injected = event.injected
         elif isinstance(event, AttemptFinished):
             a = sr.attempt(event.number)
             a.outcome = event.outcome

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from ..clock import Clock
@@ -47,14 +47,19 @@ class AttemptRunner:
         pool: WorkerPool,
         config: EngineConfig,
         emit: Callable[[Event], None],
+        durable: Callable[[Event], Awaitable[None]] | None = None,
     ) -> None:
+        """``durable``: awaited with each ``call-started`` before its request leaves,
+        where ``emit`` alone does not make it durable (spec §5.2; a Temporal activity)."""
+        self._durable = durable
         self._run = run
         self._clock = clock
         self._pool = pool
         self._config = config
         self._services = RunServices(clock, limits=config.limits,
                                      redact_headers=config.redact_headers,
-                                     http_allow=config.http_allow)
+                                     http_allow=config.http_allow,
+                                     secrets=config.secrets, faults=config.faults)
         self._emit = emit
         self._payload_text: str | None = None  # the payload's JSON text, encoded once
 
@@ -74,7 +79,8 @@ class AttemptRunner:
                                   number=number, idempotency_key=key))
         scope = CallScope(run_id=run.id, step_id=step.id, attempt_number=number,
                           step_calls=calls, emit=self._emit, now=self._clock.now,
-                          busy=self._clock.busy)
+                          busy=self._clock.busy, sleep=self._clock.sleep,
+                          durable=self._durable)
         activity = Activity(self._clock)
 
         async def call(name: str, args: list[Any]) -> Any:
@@ -140,6 +146,7 @@ class AttemptRunner:
             max_log_lines=limits.max_log_lines,
             max_log_bytes=limits.max_log_bytes,
             payload_text=self._payload_text,
+            secret_names=config.secrets.names if config.secrets else (),
         )
 
     def _finish(
@@ -151,14 +158,15 @@ class AttemptRunner:
         if outcome != SUCCEEDED and not is_user_stop(outcome) and scope.unkeyed_ambiguity:
             outcome = AMBIGUOUS  # spec §4.2: the guard outranks the attempt's own failure
         detail = result.error_message if result is not None else None
+        explanation = explain(outcome, step, number, original=original, detail=detail,
+                              error_name=None if error is None else str(error["name"]),
+                              keyed_ambiguity=_keyed_ambiguity(self._run, step.id, number))
         self._emit(AttemptFinished(
             run_id=self._run.id, at=ended, step_id=step.id, number=number,
             outcome=outcome,
             result=result.result if outcome == SUCCEEDED and result else None,
             error=error,
-            explanation=explain(outcome, step, number, original=original, detail=detail,
-                                error_name=None if error is None else str(error["name"]),
-                                keyed_ambiguity=_keyed_ambiguity(self._run, step.id, number)),
+            explanation=with_injected(explanation, self._run, step.id, number),
         ))
         return outcome
 
@@ -181,6 +189,17 @@ def attempt_error(
         return {"name": result.error_name or "Error",
                 "message": result.error_message or "", "line": result.error_line}
     return None
+
+
+def with_injected(explanation: str, run: Run, step_id: str, number: int) -> str:
+    """``explanation``, saying which injected faults acted in attempt ``number`` (spec
+    §10.2), still one sentence; unchanged when none did."""
+    calls = run.steps[step_id].attempt(number).calls
+    injected = [f"{c.name}: {c.injected}" for c in calls if c.injected]
+    if not injected:
+        return explanation
+    which = "an injected fault" if len(injected) == 1 else "injected faults"
+    return f"{explanation.rstrip('.')}; this attempt met {which} ({'; '.join(injected)})."
 
 
 def _keyed_ambiguity(run: Run, step_id: str, number: int) -> bool:

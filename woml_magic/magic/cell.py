@@ -18,7 +18,7 @@ fallback, and becomes the static timeline when it ends (``magic.display.LiveView
 
 from __future__ import annotations
 
-import keyword
+import getpass
 import os
 from pathlib import Path
 from typing import Any
@@ -29,9 +29,10 @@ from IPython.core.magic_arguments import argument, magic_arguments
 
 from .. import api
 from ..api import MEMORY, Journal, Run, Workflow
-from ..errors import WomlJournalError, WomlRunError
+from ..errors import WomlJournalError
 from ..parse import parse
-from .display import LiveView, RunTable, display, static_bundle
+from . import options
+from .display import LiveView, RunTable, display, show_lint, static_bundle
 from .settings import settings_for
 from .support import (
     CANCEL_WAIT_S,
@@ -42,7 +43,9 @@ from .support import (
     widgets_work,
 )
 
-SUBCOMMANDS = "runs [--journal PATH] | show RUN_ID [--journal PATH] | cancel RUN_ID"
+SUBCOMMANDS = (
+    "runs [--journal PATH] | show RUN_ID [--journal PATH] | cancel RUN_ID | secret NAME"
+)
 #: A foreground run still going after this long gets the live timeline; a quicker one
 #: shows only its static timeline (no widget to create, send and replace).
 LIVE_AFTER_S = 0.25
@@ -63,6 +66,8 @@ class WomlMagics(Magics):
         self._views: list[LiveView] = []
         # (id(run), execution_count) of the Run this cell already shows (one output).
         self._shown: tuple[int, int] | None = None
+        # Secrets set with `%woml secret NAME`: kernel memory only (spec §10.1).
+        self._secrets: dict[str, str] = {}
 
     # -- %%woml ---------------------------------------------------------------------
 
@@ -131,21 +136,33 @@ class WomlMagics(Magics):
     )
     @argument("--namespace", metavar="NS", default=None, help="The Temporal namespace.")
     @argument("--task-queue", metavar="Q", default=None, help="The Temporal task queue.")
+    @argument(
+        "--fault",
+        metavar="CALL@ATTEMPT=KIND",
+        action="append",
+        default=None,
+        help="Inject a fault into a named call (spec §10.2), e.g. "
+        "create-charge@1=drop-response; repeatable; ATTEMPT may be *.",
+    )
+    @argument("--no-lint", action="store_true", help="Show no idempotency-key warnings.")
     # IPython 9 types its magic decorators so that no function fits (8.x is untyped).
     @cell_magic("woml")  # type: ignore[arg-type,unused-ignore]
     def woml_cell(self, line: str, cell: str) -> Run:
         """Run the WOML document in this cell (spec §6.1); its value is the ``Run``."""
         args = parse_args(self.woml_cell, line)
         source = f"%%woml {line}\n{cell}"  # the cell as the editor shows it (spec §2.3)
-        self._check_combinations(args)
-        payload = self._payload(args.payload)
+        options.check_combinations(args)
+        payload = options.payload(args.payload, self.settings, self._shell)
         workflow = self._parse(cell, source)
         journal = self._journal(args.journal)
         with as_usage_errors(None):
             api.check_journal(journal, run_id=args.run_id if args.resume is None else None,
                               resume=args.resume, flags=True)
-        clock = self._clock(args, journal)
-        engine, temporal = self._engine(args)
+        clock = options.clock(args, self.settings, journal)
+        engine, temporal = options.engine(args, self.settings)
+        secrets = options.secrets(self.settings, self._secrets, engine, workflow)
+        if not args.no_lint:
+            show_lint(workflow)
         live = not args.no_timeline and widgets_work(self._shell)
         with as_usage_errors(source):
             handle = api.start(
@@ -159,6 +176,8 @@ class WomlMagics(Magics):
                 config=self.settings.engine_config(),
                 engine=engine,
                 temporal=temporal,
+                secrets=secrets,
+                faults=args.fault or [],
             )
             if args.background:
                 run = self._background(handle, live)
@@ -221,8 +240,9 @@ class WomlMagics(Magics):
     # -- %woml ----------------------------------------------------------------------
 
     @magic_arguments()
-    @argument("subcommand", nargs="?", default=None, help="runs, show or cancel")
-    @argument("run_id", nargs="?", default=None, help="the run, for show and cancel")
+    @argument("subcommand", nargs="?", default=None, help="runs, show, cancel or secret")
+    @argument("run_id", nargs="?", default=None,
+              help="the run, for show and cancel; the secret's name, for secret")
     @argument(
         "--journal", metavar="PATH", default=None, help="The journal to read; default Woml.journal."
     )
@@ -235,6 +255,9 @@ class WomlMagics(Magics):
         """``%woml runs``, ``%woml show RUN_ID``, ``%woml cancel RUN_ID`` (spec §6.2)."""
         args = parse_args(self.woml_line, line)
         command = args.subcommand
+        if command == "secret":
+            self._secret(args.run_id)
+            return None
         if command not in ("runs", "show", "cancel"):
             what = "needs a subcommand" if command is None else f"has no subcommand {command!r}"
             raise UsageError(f"%woml {what}; use one of: {SUBCOMMANDS}")
@@ -248,7 +271,7 @@ class WomlMagics(Magics):
             raise UsageError(f"%woml {command} needs a run id: %woml {command} RUN_ID")
         if command == "show":
             if (args.engine or self.settings.engine) == "temporal" and args.journal is None:
-                _, temporal = self._engine(args, engine="temporal")
+                _, temporal = options.engine(args, self.settings, "temporal")
                 with as_usage_errors(None):
                     return api.fetch_run(args.run_id, engine="temporal", temporal=temporal)
             return self._show(args.run_id, args.journal)
@@ -266,6 +289,26 @@ class WomlMagics(Magics):
             )
         with as_usage_errors(None):
             return journal.load(run_id)
+
+    def _secret(self, name: str | None) -> None:
+        """``%woml secret NAME``: ask for a value with a password prompt and keep it in
+        this kernel's memory only (spec §10.1); without a name, list the names set."""
+        if name is None:
+            names = sorted({*self._secrets, *options.env_secret_names(self.settings)})
+            print("secrets set: " + (", ".join(names) if names else "none") +
+                  " (set one with %woml secret NAME)")
+            return
+        if not name.isidentifier():
+            raise UsageError(
+                f"%woml secret {name}: a secret's name is letters, digits and _ "
+                "(not starting with a digit), e.g. STRIPE_KEY"
+            )
+        value = getpass.getpass(f"value of secret {name} (hidden): ")
+        if not value:
+            raise UsageError(f"%woml secret {name}: nothing was entered; {name} is unchanged")
+        self._secrets[name] = value
+        print(f"secret {name} set for this session, in kernel memory only; a script reads "
+              f'it as services.secret("{name}")')
 
     def _cancel(self, run_id: str) -> None:
         handle = self._handles.get(run_id)
@@ -285,70 +328,6 @@ class WomlMagics(Magics):
         print(f"run {run_id} cancelled: {stopped_at(handle)}")
 
     # -- helpers ----------------------------------------------------------------------
-
-    def _clock(self, args: Any, journal: Journal) -> str:
-        if args.simulate and args.clock == "real":
-            raise UsageError("--simulate and --clock real contradict each other; use one")
-        asked = "simulated" if args.simulate else args.clock
-        if args.resume is not None:
-            # spec §5.3: a resumed run keeps its journaled clock; an option that says the
-            # same is fine (re-running the cell with --resume added), another is refused.
-            kept = api.journaled_clock(journal, args.resume)
-            if asked is not None and kept is not None and asked != kept:
-                option = "--simulate" if args.simulate else f"--clock {args.clock}"
-                raise UsageError(
-                    f"{option} conflicts with run {args.resume}'s journaled clock {kept!r}: "
-                    f"a resumed run keeps its clock (spec §5.3); drop {option} or make it "
-                    f"--clock {kept}"
-                )
-            return kept or str(self.settings.clock)
-        return str(asked or self.settings.clock)
-
-    def _engine(self, args: Any, engine: str | None = None) -> tuple[str, Any]:
-        """The engine and, for Temporal, where it runs (spec §9): flags over settings."""
-        chosen = engine or args.engine or str(self.settings.engine)
-        flags = {"--temporal": args.temporal, "--namespace": args.namespace,
-                 "--task-queue": getattr(args, "task_queue", None)}
-        if chosen != "temporal":
-            given = [flag for flag, value in flags.items() if value is not None]
-            if given:
-                raise UsageError(f"{given[0]} applies to --engine temporal only")
-            return chosen, None
-        return chosen, self.settings.temporal_options(
-            target=args.temporal, namespace=args.namespace, task_queue=flags["--task-queue"])
-
-    def _check_combinations(self, args: Any) -> None:
-        if args.retry_interrupted and args.resume is None:
-            raise UsageError("--retry-interrupted needs --resume RUN_ID (spec §5.3)")
-        if args.resume is not None and args.run_id is not None and args.run_id != args.resume:
-            raise UsageError(
-                f"--run-id {args.run_id} and --resume {args.resume} disagree; a resumed run "
-                "keeps its id, so give only --resume"
-            )
-        if args.resume is not None and args.payload is not None:
-            raise UsageError(
-                "--payload does not apply to --resume: a resumed run keeps its journaled "
-                "payload (spec §5.3)"
-            )
-        if args.out is not None and not (
-            args.out.isidentifier() and not keyword.iskeyword(args.out)
-        ):
-            raise UsageError(f"--out {args.out!r} is not a Python variable name")
-
-    def _payload(self, expr: str | None) -> Any:
-        """Evaluate ``--payload`` in the user namespace; it must be JSON (spec §6.1)."""
-        if expr is None:
-            return None
-        try:
-            value = self._shell.ev(expr)
-        except Exception as exc:  # any error of the user's expression is reported alike
-            raise UsageError(
-                f"--payload {expr}: evaluating it raised {type(exc).__name__}: {exc}"
-            ) from None
-        try:
-            return api.check_payload(value, self.settings.limits())
-        except WomlRunError as exc:
-            raise UsageError(f"--payload {expr}: {exc}") from None
 
     def _parse(self, cell: str, source: str) -> Workflow:
         with as_usage_errors(source):

@@ -13,7 +13,7 @@ from typing import Any
 
 from IPython.display import display as _display
 
-from ..api import Run, RunHandle, RunSummary
+from ..api import Run, RunHandle, RunSummary, Workflow
 
 
 def display(obj: Any, *, display_id: bool = False, raw: bool = False) -> Any:
@@ -138,3 +138,23 @@ class RunTable:
             "<tr>" + "".join(f"<td>{escape(v)}</td>" for v in row) + "</tr>" for row in self.rows()
         )
         return f'<table class="woml-runs"><caption>{caption}</caption><tr>{head}</tr>{body}</table>'
+
+
+def show_lint(workflow: Workflow) -> None:
+    """Show the key linter's warnings above the run's output (spec §10, ``--no-lint``
+    silences them); nothing when there are none."""
+    from ..lint import format_warning, lint
+
+    warnings = lint(workflow)
+    if not warnings:
+        return
+    lines = [format_warning(w) for w in warnings]
+    items = "".join(f"<li>{escape(line)}</li>" for line in lines)
+    display({
+        "text/plain": "\n".join(["idempotency-key warnings (--no-lint hides them):", *lines]),
+        "text/html": '<div class="woml-lint" style="border-left:3px solid '
+                     'var(--jp-warn-color0,#b45309);padding:2px 8px;margin:4px 0">'
+                     "<strong>idempotency-key warnings</strong> "
+                     "<small>(<code>--no-lint</code> hides them)</small>"
+                     f"<ul style=\"margin:2px 0\">{items}</ul></div>",
+    }, raw=True)

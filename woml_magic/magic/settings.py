@@ -12,7 +12,7 @@ import re
 from datetime import timedelta
 from typing import Any
 
-from traitlets import Int, List, TraitError, Unicode, validate
+from traitlets import Bool, Int, List, TraitError, Unicode, validate
 from traitlets.config import Configurable
 
 from ..api import EngineConfig
@@ -93,6 +93,15 @@ class Woml(Configurable):
     ).tag(config=True)
     temporal_namespace = Unicode("default", help="The Temporal namespace.").tag(config=True)
     temporal_task_queue = Unicode("woml", help="The Temporal task queue.").tag(config=True)
+    temporal_ui = Bool(
+        False, help="Start the local Temporal dev server with its Web UI; the timeline "
+        "then links to each run there (spec §9)."
+    ).tag(config=True)
+    secrets = List(
+        Unicode(),
+        help="Environment variables whose values scripts may use as secrets, by the same "
+        "name: services.secret(\"NAME\") (spec §10.1).",
+    ).tag(config=True)
     http_allow = List(
         Unicode(),
         default_value=None,
@@ -168,6 +177,7 @@ class Woml(Configurable):
             "target": target or self.temporal or None,
             "namespace": namespace or self.temporal_namespace,
             "task_queue": task_queue or self.temporal_task_queue,
+            "ui": bool(self.temporal_ui),
         }
 
     @validate("journal")
@@ -213,6 +223,17 @@ class Woml(Configurable):
                 "and at most 24h"
             )
         return value
+
+    @validate("secrets")
+    def _check_secrets(self, proposal: dict[str, Any]) -> list[str]:
+        names = list(proposal["value"])
+        for name in names:
+            if not str(name).isidentifier():
+                raise TraitError(
+                    f"Woml.secrets: {name!r} is not a variable name; give environment "
+                    "variable names such as 'STRIPE_KEY'"
+                )
+        return names
 
     @validate("redact_headers")
     def _check_redact_headers(self, proposal: dict[str, Any]) -> list[str]:

@@ -232,6 +232,7 @@ class AttemptRunner:
                 "context": command["context"],
                 "attempt": command["attempt"],
                 "services": command["services"],
+                "secrets": command.get("secrets", []),
                 "maxLogLines": self.max_log_lines,
                 # Only keeps huge strings in the context; the bytes are counted here.
                 "maxLogChars": self.max_log_bytes,

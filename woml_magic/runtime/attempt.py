@@ -90,6 +90,8 @@ class AttemptRequest:
     mapping; ``payload_text`` is ``context["payload"]`` already encoded (see
     ``woml_magic.limits.check_payload_limits``), or None to encode it per attempt.
     The ``max_*`` limits bound what the script may send into the kernel (spec §4.5).
+    ``secret_names`` are the names ``services.secret`` knows in this attempt (spec
+    §10.1): names only, never values, so its stub answers without asking the kernel.
     """
 
     script: str
@@ -105,6 +107,7 @@ class AttemptRequest:
     max_log_lines: int = DEFAULT_MAX_LOG_LINES
     max_log_bytes: int = DEFAULT_MAX_LOG_BYTES
     payload_text: str | None = None
+    secret_names: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.memory_limit_bytes < 1024 * 1024:

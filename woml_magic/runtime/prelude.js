@@ -238,8 +238,35 @@
     debug: (...a) => log("log", a),
   });
 
+  // ---- services.secret (spec §10.1): synchronous, answered here ----
+  // The attempt knows the NAMES of the secrets set, never their values: a reference
+  // is a plain string the kernel replaces by the value when it sends a request.
+  const SECRET_OPEN = "\u27e6woml-secret:";
+  const SECRET_CLOSE = "\u27e7";
+  const SECRET_HOW = ". Set one with %woml secret NAME, Woml.secrets, or "
+    + "wm.run(..., secrets={...})";
+  function secretStub(secretNames) {
+    const known = { __proto__: null };
+    for (let i = 0; i < secretNames.length; i++) known[secretNames[i]] = true;
+    const listing = secretNames.length === 0 ? "no secrets are set"
+      : "the secrets set are: " + apply(join, secretNames, [", "]);
+    return function secret(...args) {
+      const n = args.length === 1 ? args[0] : undefined;
+      if (typeof n !== "string") {
+        throw new TypeErrorCtor("services.secret(name) takes the name of a secret as a "
+          + 'string, e.g. services.secret("STRIPE")');
+      }
+      if (known[n] !== true) {
+        const quoted = stringify(n);
+        throw new TypeErrorCtor("services.secret(" + quoted + "): no secret " + quoted
+          + "; " + listing + SECRET_HOW);
+      }
+      return SECRET_OPEN + n + SECRET_CLOSE;
+    };
+  }
+
   // ---- services (spec §4.1, §4.4): stubs; the bridge is in prelude-services.js ----
-  function buildServices(names) {
+  function buildServices(names, secretNames) {
     const root = {};
     for (let i = 0; i < names.length; i++) {
       const name = names[i];
@@ -253,7 +280,7 @@
       }
       // Created in the stub so its stack records the script line of the call (§3.2).
       defineProperty(node, path[path.length - 1], { __proto__: null,
-        value: (...args) => {
+        value: name === "secret" ? secretStub(secretNames) : (...args) => {
           const carrier = new ErrorCtor("services." + name + " failed");
           return lib("services").call(name, args, carrier);
         },
@@ -302,7 +329,7 @@
     }
     context = freeze(ctx);
     attempt = deepFreeze(config.attempt);
-    services = buildServices(config.services);
+    services = buildServices(config.services, config.secrets);
     expectedLength = config.expectedLength;
     closesEarly = config.closesEarly;
     mainGlobal = config.mainGlobal;

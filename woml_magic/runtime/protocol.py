@@ -5,7 +5,9 @@ Newline-delimited JSON over the child's stdin and stdout, one message a line::
     kernel → child
       {"op": "run", "id", "script", "payload" (JSON text), "context", "stepCount",
        "attempt", "nowMs", "memoryLimit", "maxResultBytes", "maxLogLines", "maxLogBytes",
-       "maxArgsBytes", "maxDepth", "services"}        one attempt (spec §3.4, §3.6)
+       "maxArgsBytes", "maxDepth", "services", "secrets"}
+                                                       one attempt (spec §3.4, §3.6);
+                                                       "secrets": names only (§10.1)
       {"op": "reply", "attempt", "call", "ok", "value" | "name", "message", "props",
        "nowMs"}                                        a services.* outcome (spec §4.1)
       {"op": "step", "attempt", "text"}                a ``context.steps`` answer (§3.6)
@@ -149,6 +151,7 @@ class RunCommand(TypedDict):
     maxArgsBytes: int
     maxDepth: int
     services: list[str]
+    secrets: list[str]  # the names services.secret knows; never a value (spec §10.1)
 
 
 class ReplyOk(TypedDict):

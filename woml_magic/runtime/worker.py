@@ -306,6 +306,7 @@ def _run_command(request: AttemptRequest, attempt_id: int) -> RunCommand:
         maxArgsBytes=request.max_call_args_bytes,
         maxDepth=request.max_json_depth,
         services=list(SERVICES),
+        secrets=list(request.secret_names),
     )
 
 

@@ -2,7 +2,9 @@
 
 ``registry`` names them and performs them for a run (``RunServices``);
 ``services.http.request`` is ``HttpService.request``, performed in the kernel process
-(spec §4.1-§4.3); ``services.sleep`` waits on the run's clock (spec §4.4).
+(spec §4.1-§4.3); ``services.sleep`` waits on the run's clock (spec §4.4);
+``services.secret`` gives a reference to a value in ``Secrets`` (spec §10.1);
+``faults`` reads injected faults (spec §10.2).
 ``CallScope`` and ``StepCalls`` carry what a call needs to know about its attempt and
 its step. Names load on first use, so the script worker can read ``SERVICE_NAMES``
 without loading httpx.
@@ -19,12 +21,16 @@ __all__ = [
     "MAX_RESPONSE_BYTES",
     "SERVICE_NAMES",
     "CallScope",
+    "Fault",
     "HostAllowList",
     "HttpRequest",
     "HttpService",
     "RunServices",
+    "Secrets",
     "StepCalls",
     "classify_transport_error",
+    "parse_fault",
+    "parse_faults",
     "parse_request",
     "redact_headers",
 ]
@@ -42,9 +48,14 @@ _LAZY = {
     "StepCalls": "scope",
     "SERVICE_NAMES": "registry",
     "RunServices": "registry",
+    "Fault": "faults",
+    "parse_fault": "faults",
+    "parse_faults": "faults",
+    "Secrets": "secrets",
 }
 
 if TYPE_CHECKING:
+    from .faults import Fault, parse_fault, parse_faults
     from .http import MAX_RESPONSE_BYTES, HttpService
     from .http_outcome import classify_transport_error
     from .http_request import (
@@ -56,6 +67,7 @@ if TYPE_CHECKING:
     )
     from .registry import SERVICE_NAMES, RunServices
     from .scope import CallScope, StepCalls
+    from .secrets import Secrets
 
 
 __getattr__, __dir__ = lazy_exports(__name__, _LAZY, __all__, globals())

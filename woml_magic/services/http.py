@@ -5,13 +5,19 @@ One ``HttpService`` per run owns one ``httpx.AsyncClient`` (keep-alive pooling,
 no cookie jar)
 and is closed with the run. Each call:
 
-1. validates the request (``TypeError`` rejections, nothing emitted);
+1. validates the request (``TypeError`` rejections, nothing emitted), with secret
+   references resolved for sending and kept for showing (spec §10.1);
 2. claims its name in the attempt (a duplicate is a ``TypeError``);
 3. emits ``CallStarted`` with redacted headers, durable before anything is sent (§5.2);
 4. refuses a host outside the allow-list (``NetworkError``, ``blocked: true``);
 5. reattaches a named call whose 2xx response is known (§4.3), sending nothing;
-6. sends, reads at most ``max_response_bytes``, emits ``CallFinished`` and resolves
+6. applies the injected faults that match the call (spec §10.2, ``faults.py``);
+7. sends, reads at most ``max_response_bytes``, emits ``CallFinished`` and resolves
    or rejects as ``http_outcome`` describes.
+
+Everything that leaves ``request`` — the events it emits, its value, its rejections —
+is scrubbed of secret values first (``Secrets.scrub``): a server that echoes a secret
+echoes it to no one.
 """
 
 from __future__ import annotations
@@ -19,8 +25,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import json
+import logging
 import ssl
+import weakref
 from collections.abc import Callable, Iterable
+from http import HTTPStatus
 from http.cookiejar import CookieJar, DefaultCookiePolicy
 from typing import Any
 
@@ -30,6 +40,8 @@ from .. import __version__
 from ..errors import ServiceRejection
 from ..events import CallFinished, CallStarted
 from ..limits import DEFAULT_MAX_JSON_DEPTH, DEFAULT_MAX_RESPONSE_BYTES, DEFAULT_TIMEOUT_S
+from ..policy import format_duration
+from .faults import Fault, matching
 from .http_body import ACCEPT_ENCODING, BodyTooLarge, UnsupportedEncoding, read_body
 from .http_outcome import (
     TooDeep,
@@ -46,6 +58,7 @@ from .http_request import (
     redact_headers,
 )
 from .scope import CallScope, is_reattachable
+from .secrets import Secrets
 
 MAX_RESPONSE_BYTES = DEFAULT_MAX_RESPONSE_BYTES
 
@@ -70,6 +83,40 @@ class _Unreadable(Exception):
         self.encoding = encoding
 
 
+class _HideSecrets(logging.Filter):
+    """Scrubs secret values from httpx's and httpcore's log records (httpx logs every
+    request's URL at INFO): the stores of the open services that hold secrets."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stores: weakref.WeakSet[Secrets] = weakref.WeakSet()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        stores = list(self.stores)
+        if stores:
+            text = record.getMessage()
+            for store in stores:
+                text = store.scrub(text)
+            record.msg, record.args = text, None
+        return True
+
+
+#: One filter for the process: logging is process-wide, so hiding values from it is
+#: too. It holds only weak references to the stores of open services.
+_LOG_FILTER = _HideSecrets()
+_LOGGERS = ("httpx", "httpcore.connection", "httpcore.http11", "httpcore.http2",
+            "httpcore.proxy")
+
+
+def _hide_from_logs(store: Secrets) -> None:
+    if not _LOG_FILTER.stores:
+        for name in _LOGGERS:
+            logger = logging.getLogger(name)
+            if _LOG_FILTER not in logger.filters:
+                logger.addFilter(_LOG_FILTER)
+    _LOG_FILTER.stores.add(store)
+
+
 @functools.cache
 def _tls_context() -> ssl.SSLContext:
     """One verifying TLS context per process: loading the CA store costs ~15 ms, and a
@@ -84,7 +131,8 @@ class HttpService:
     ``allow_hosts``: the ``http_allow`` setting (see ``HostAllowList``); ``None``
     allows every host. ``default_timeout``: seconds, when the request gives none.
     ``client``: an ``httpx.AsyncClient`` to use instead of creating one; the caller
-    then owns it and ``aclose`` leaves it open.
+    then owns it and ``aclose`` leaves it open. ``secrets``: the values references in
+    requests stand for (spec §10.1). ``faults``: injected faults (spec §10.2).
     """
 
     def __init__(
@@ -96,7 +144,13 @@ class HttpService:
         client: httpx.AsyncClient | None = None,
         max_response_bytes: int = MAX_RESPONSE_BYTES,
         max_json_depth: int = DEFAULT_MAX_JSON_DEPTH,
+        secrets: Secrets | None = None,
+        faults: Iterable[Fault] = (),
     ) -> None:
+        self.secrets = secrets if secrets is not None else Secrets()
+        self.faults = tuple(faults)
+        if self.secrets:
+            _hide_from_logs(self.secrets)
         self.redact = tuple(name.lower() for name in redact)
         self.allow = HostAllowList(allow_hosts)
         self.default_timeout = default_timeout
@@ -117,6 +171,7 @@ class HttpService:
 
     async def aclose(self) -> None:
         """Close the client this service created (one per run, closed with the run)."""
+        _LOG_FILTER.stores.discard(self.secrets)
         if self._owns_client:
             await self._client.aclose()
 
@@ -127,8 +182,27 @@ class HttpService:
         ``TypeError``, ``HttpError``, ``NetworkError``, ``AmbiguousError`` or
         ``ResponseTooLargeError``. Response headers are returned with real values to
         the script, except when reattached: the journal only holds redacted ones.
+        Secret values are scrubbed from all of it (spec §10.1).
         """
-        req = parse_request(request, options, default_timeout=self.default_timeout)
+        secrets = self.secrets
+        try:
+            result = await self._request(request, options, scope)
+        except ServiceRejection as rejection:
+            raise secrets.scrub_rejection(rejection) from None
+        except Exception as exc:
+            # An internal error becomes the attempt's crash message: never with a value.
+            if secrets and (secrets.reveals(str(exc)) or secrets.reveals(repr(exc))):
+                raise RuntimeError(secrets.scrub(f"{type(exc).__name__}: {exc}")) from None
+            raise
+        return secrets.scrub_json(result)  # type: ignore[no-any-return]  # a JSON object
+
+    async def _request(self, request: Any, options: Any, scope: CallScope) -> dict[str, Any]:
+        secrets = self.secrets
+        req = parse_request(request, options, default_timeout=self.default_timeout,
+                            secrets=secrets)
+        delay, fault = matching(self.faults, req.name, scope.attempt_number)
+        if delay is not None and scope.sleep is None:
+            raise RuntimeError("a delay fault needs the run's clock (CallScope.sleep)")
         if req.name is not None:
             if req.name in scope.names_used:
                 raise ServiceRejection(
@@ -140,9 +214,14 @@ class HttpService:
             scope.names_used.add(req.name)
         index = scope.calls_made
         scope.calls_made += 1
-        scope.emit(self._started(req, scope, index))
+        started = self._started(req, scope, index)
+        scope.emit(started)
+        applied: list[str] = []  # the injected faults that acted, as recorded
 
         def finish(**kwargs: Any) -> None:
+            if secrets:
+                for key in ("response", "error"):
+                    kwargs[key] = secrets.scrub_json(kwargs.get(key))
             scope.emit(
                 CallFinished(
                     run_id=scope.run_id,
@@ -151,6 +230,7 @@ class HttpService:
                     number=scope.attempt_number,
                     call_index=index,
                     name=req.name,
+                    injected="; ".join(applied) or None,
                     **kwargs,
                 )
             )
@@ -168,6 +248,28 @@ class HttpService:
             finish(outcome="response", status=stored.get("status"), replayed=True, response=stored)
             return {**stored, "replayed": True}
 
+        if delay is not None and scope.sleep is not None:
+            applied.append(delay.injected)
+            try:
+                await scope.sleep(delay.seconds or 0.0)
+            except asyncio.CancelledError:
+                with contextlib.suppress(Exception):
+                    finish(outcome="network-error",
+                           error="the attempt ended during the injected delay, before the "
+                                 "request was sent; nothing was sent")
+                raise
+        if fault is not None and fault.kind == "network-error":
+            applied.append(fault.injected)
+            message = (f"{req.method} {req.shown_url}: could not connect (an injected "
+                       "network-error); nothing was sent")
+            finish(outcome="network-error", error=message)
+            raise ServiceRejection("NetworkError", message)
+        if fault is not None and fault.kind == "status":
+            applied.append(fault.injected)
+            raise self._answered_here(req, fault, finish)
+
+        if scope.durable is not None:
+            await scope.durable(started)  # spec §5.2: recorded before the request leaves
         try:
             with scope.busy():
                 response, body = await self._send(req)
@@ -205,13 +307,19 @@ class HttpService:
             finish(outcome="ambiguous", error=f"internal error while sending: {exc!r}")
             raise
 
+        if fault is not None and fault.kind in ("drop-response", "timeout-after-send"):
+            applied.append(fault.injected)
+            raise self._dropped(req, fault, response, scope, finish)
+
         try:
             data = decode_data(body, response.headers.get("content-type"),
                                response.charset_encoding, max_depth=self.max_json_depth)
         except TooDeep as exc:
             raise self._too_deep(req, response, str(exc), finish) from None
         del body
-        headers = {name: response.headers[name] for name in response.headers}
+        # Scrubbed at once, so nothing below (the reattach store included) holds a value.
+        data = secrets.scrub_json(data)
+        headers = secrets.scrub_json({name: response.headers[name] for name in response.headers})
         shown_headers = redact_headers(headers, self.redact)
         record = {"status": response.status_code, "headers": shown_headers, "data": data}
         if response.status_code >= 400:
@@ -223,8 +331,52 @@ class HttpService:
             scope.step_calls.reattach[req.name] = record
         return {"status": response.status_code, "headers": headers, "data": data, "replayed": False}
 
+    def _answered_here(
+        self, req: HttpRequest, fault: Fault, finish: Callable[..., None]
+    ) -> ServiceRejection:
+        """An injected ``status=NNN``: answered here as an API answers errors (RFC 9457
+        problem details), nothing sent (spec §10.2)."""
+        status = fault.status or 503
+        try:
+            phrase = HTTPStatus(status).phrase
+        except ValueError:  # a status the standard library does not name (e.g. 599)
+            phrase = ""
+        data = {"type": "about:blank", "title": phrase or f"Status {status}", "status": status,
+                "detail": f"answered by the injected fault {fault.spec}; the request was "
+                          "not sent"}
+        response = httpx.Response(status, headers={"content-type": "application/problem+json"},
+                                  content=json.dumps(data).encode())
+        headers = redact_headers({name: response.headers[name] for name in response.headers},
+                                 self.redact)
+        record = {"status": status, "headers": headers, "data": data}
+        message = http_error_message(req.method, req.shown_url, response, data)
+        finish(outcome="response", status=status, response=record, error=message)
+        return ServiceRejection("HttpError", message, dict(record))
+
+    def _dropped(
+        self, req: HttpRequest, fault: Fault, response: httpx.Response, scope: CallScope,
+        finish: Callable[..., None],
+    ) -> ServiceRejection:
+        """An injected ``drop-response`` or ``timeout-after-send``: the request was sent
+        and answered; the answer is discarded and the call is ambiguous (spec §10.2)."""
+        if fault.kind == "drop-response":
+            reason = ("the connection was closed after the request was sent, before a "
+                      "complete response arrived")
+        else:
+            reason = (f"no response arrived within {format_duration(req.timeout)} after the "
+                      "request was sent")
+        message = (f"{req.method} {req.shown_url}: {reason} (an injected {fault.kind}); "
+                   "whether the server acted on it is unknown")
+        finish(outcome="ambiguous",
+               error=f"{message} (the server answered {response.status_code}; the injected "
+                     "fault discarded the response)")
+        if req.idempotency is None:
+            scope.unkeyed_ambiguity = True
+            message = message.rstrip(".") + "." + _KEY_HINT
+        return ServiceRejection("AmbiguousError", message, {"ambiguous": True})
+
     def _started(self, req: HttpRequest, scope: CallScope, index: int) -> CallStarted:
-        key_header, key_value = req.idempotency or (None, None)
+        key_header, key_value = req.shown_idempotency or (None, None)
         if key_header is not None and key_header.lower() in self.redact:
             key_value = REDACTED  # configured as sensitive: respect that even for keys
         return CallStarted(
@@ -236,7 +388,7 @@ class HttpService:
             name=req.name,
             method=req.method,
             url=req.shown_url,
-            request_headers=redact_headers(dict(req.headers), self.redact),
+            request_headers=redact_headers(dict(req.shown_headers), self.redact),
             idempotency_header=key_header,
             idempotency_value=key_value,
         )

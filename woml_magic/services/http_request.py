@@ -3,18 +3,23 @@
 ``parse_request`` turns the parsed-JSON ``request`` and ``options`` into a frozen
 ``HttpRequest`` or rejects with a ``TypeError``-named ``ServiceRejection`` whose one
 sentence names the bad value and what is allowed. Nothing here touches the network.
-Also here: header redaction and the host allow-list, both decided before a byte leaves.
+Also here: header redaction and the host allow-list, both decided before a byte leaves,
+form bodies (``form_pairs``, spec §10.3), and secret references (spec §10.1): a request
+that holds them is parsed twice, once as shown (references kept) and once as sent
+(values substituted), and only the shown form is ever journaled or quoted in a message.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import json
 import math
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlencode
 
 import httpx
 
@@ -22,18 +27,24 @@ from ..errors import ServiceRejection
 from ..limits import DEFAULT_TIMEOUT_S
 from ..policy import MAX_DURATION, DurationError, parse_duration
 from ..redaction import DEFAULT_REDACTED, REDACTED, redact_headers
+from .secrets import Secrets, has_reference
 
 __all__ = ["DEFAULT_REDACTED", "REDACTED", "redact_headers"]  # re-exported for services/
 
 
 METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
-REQUEST_KEYS = ("method", "url", "headers", "query", "json", "body", "timeout", "idempotency")
+REQUEST_KEYS = (
+    "method", "url", "headers", "query", "json", "body", "timeout", "idempotency", "form",
+)
+FORM_TYPE = "application/x-www-form-urlencoded"
 OPTION_KEYS = ("name",)
 # Keys people bring from other HTTP clients, and what they mean here.
 _HINTS = {
     "params": "query",
     "searchparams": "query",
     "data": "json",
+    "formdata": "form",
+    "fields": "form",
     "idempotencykey": "idempotency",
     "idempotency_key": "idempotency",
 }
@@ -47,29 +58,52 @@ _BAD_VALUE_CHARS = re.compile(r"[\r\n\x00]")
 class HttpRequest:
     """A validated request, ready to send (spec §4.1).
 
-    ``headers`` are the headers the script set, plus ``Content-Type`` for ``json`` and
-    the idempotency header, in that order, with real values. ``timeout`` is seconds and,
-    as in httpx, bounds each phase (connecting, waiting for a pooled connection, each
-    write, each read) rather than the whole call; the step's ``timeout`` bounds that.
+    ``headers`` are the headers the script set, plus ``Content-Type`` for ``json`` or
+    ``form`` and the idempotency header, in that order, with real values. ``timeout``
+    is seconds and, as in httpx, bounds each phase (connecting, waiting for a pooled
+    connection, each write, each read) rather than the whole call; the step's
+    ``timeout`` bounds that.
+
+    When the request held secret references (spec §10.1), ``url``, ``headers``,
+    ``content`` and ``idempotency`` hold the values, and ``display`` the request as
+    written, references kept: ``shown_url``, ``shown_headers`` and
+    ``shown_idempotency`` read it, and they are all that is journaled or quoted.
+    Values are never in ``repr``.
     """
 
     method: str
-    url: httpx.URL
-    headers: tuple[tuple[str, str], ...]
-    content: bytes | None
+    url: httpx.URL = field(repr=False)
+    headers: tuple[tuple[str, str], ...] = field(repr=False)
+    content: bytes | None = field(repr=False)
     timeout: float
-    idempotency: tuple[str, str] | None
+    idempotency: tuple[str, str] | None = field(repr=False)
     name: str | None
+    display: HttpRequest | None = field(default=None, repr=False, compare=False)
+    #: The display form's URL with references restored (set with ``display``).
+    display_url: str | None = field(default=None, compare=False)
 
     @property
     def shown_url(self) -> str:
-        """The URL as journaled: no fragment, and a password in it replaced by ``•••``."""
+        """The URL as journaled: no fragment, a password in it replaced by ``•••``, and
+        secret references as written."""
+        if self.display_url is not None:
+            return self.display_url
         text = str(self.url.copy_with(username=None, password=None, fragment=None))
         if self.url.userinfo:
             user = self.url.userinfo.split(b":", 1)[0].decode("ascii", "replace")
             prefix = f"{self.url.scheme}://"
             text = f"{prefix}{user}:{REDACTED}@{text[len(prefix) :]}"
         return text
+
+    @property
+    def shown_headers(self) -> tuple[tuple[str, str], ...]:
+        """The headers as written: secret references, not values (before redaction)."""
+        return self.headers if self.display is None else self.display.headers
+
+    @property
+    def shown_idempotency(self) -> tuple[str, str] | None:
+        """The idempotency header and value as written (spec §10.1)."""
+        return self.idempotency if self.display is None else self.display.idempotency
 
 
 def js_type(value: Any) -> str:
@@ -179,6 +213,51 @@ def _parse_query(value: Any) -> list[tuple[str, str]]:
     return pairs
 
 
+def _form_text(path: str, value: Any) -> str:
+    # As in a query string: JavaScript's String(value) for scalars.
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (str, int, float)):
+        try:
+            return _query_text(path, value)
+        except ServiceRejection:
+            pass
+    raise _reject(
+        f"request.form {path} is {js_type(value)}; form values are strings, numbers, "
+        "booleans, null (left out), arrays or objects of them"
+    )
+
+
+def form_pairs(form: Any) -> list[tuple[str, str]]:
+    """The ``(key, value)`` pairs of a ``form`` object, flattened as payment APIs take
+    them (spec §10.3): ``{metadata: {order: 7}}`` → ``metadata[order]=7``;
+    ``{items: [{price: "p_1"}]}`` → ``items[0][price]=p_1``; ``{expand: ["a"]}`` →
+    ``expand[0]=a``. Booleans are ``true``/``false``; ``null`` leaves the key out (send
+    ``""`` for an empty value); an empty array or object sends nothing."""
+    if not isinstance(form, dict):
+        raise _reject(
+            f'request.form must be an object like {{"amount": 2500, "metadata": {{"order": 7}}}}, '
+            f"got {js_type(form)}"
+        )
+    pairs: list[tuple[str, str]] = []
+
+    def walk(key: str, value: Any) -> None:
+        if value is None:
+            return
+        if isinstance(value, dict):
+            for sub, item in value.items():
+                walk(f"{key}[{sub}]", item)
+        elif isinstance(value, list):
+            for index, item in enumerate(value):
+                walk(f"{key}[{index}]", item)
+        else:
+            pairs.append((key, _form_text(key, value)))
+
+    for key, value in form.items():
+        walk(key, value)
+    return pairs
+
+
 def _parse_url(value: Any) -> httpx.URL:
     allowed = "an absolute http:// or https:// URL such as https://api.example.com/customers"
     if not isinstance(value, str) or not value:
@@ -252,14 +331,43 @@ def _parse_name(options: Any) -> str | None:
 
 
 def parse_request(
-    request: Any, options: Any, *, default_timeout: float = DEFAULT_TIMEOUT_S
+    request: Any, options: Any, *, default_timeout: float = DEFAULT_TIMEOUT_S,
+    secrets: Secrets | None = None,
 ) -> HttpRequest:
-    """Validate a script's ``request`` and ``options`` (spec §4.1).
+    """Validate a script's ``request`` and ``options`` (spec §4.1, §10.1, §10.3).
 
     ``request`` and ``options`` arrive as parsed JSON (JavaScript ``undefined`` keys are
-    absent; ``null`` counts as absent). ``json`` and ``body`` are mutually exclusive;
-    ``json`` adds ``Content-Type: application/json`` unless the script set one.
+    absent; ``null`` counts as absent). ``json``, ``form`` and ``body`` are mutually
+    exclusive; ``json`` adds ``Content-Type: application/json`` and ``form``
+    ``application/x-www-form-urlencoded`` unless the script set one.
+
+    Secret references (``⟦woml-secret:NAME⟧``) anywhere in ``request`` are replaced by
+    the values of ``secrets`` in what is sent; a name not set is a ``TypeError`` naming
+    it. The returned request's ``shown_*`` keep the references, and no rejection
+    message quotes a value.
     """
+    if not has_reference(request):
+        return _parse(request, options, default_timeout)
+    store = secrets if secrets is not None else Secrets()
+    placed, restore = store.placeholders(request)
+    try:
+        shown = _parse(placed, options, default_timeout)
+    except ServiceRejection as rejection:
+        raise _reject(restore(rejection.message)) from None
+    try:
+        real = _parse(store.substitute(request), options, default_timeout)
+    except ServiceRejection as rejection:
+        raise _reject(store.scrub(rejection.message)) from None
+    display = dataclasses.replace(
+        shown,
+        headers=tuple((restore(k), restore(v)) for k, v in shown.headers),
+        idempotency=None if shown.idempotency is None
+        else (restore(shown.idempotency[0]), restore(shown.idempotency[1])),
+    )
+    return dataclasses.replace(real, display=display, display_url=restore(shown.shown_url))
+
+
+def _parse(request: Any, options: Any, default_timeout: float) -> HttpRequest:
     if not isinstance(request, dict):
         raise _reject(
             f'services.http.request expects an object like {{url: "https://…"}}, '
@@ -276,17 +384,25 @@ def parse_request(
     query = _parse_query(request.get("query"))
     if query:
         url = url.copy_merge_params(tuple(query))
-    has_json, body = "json" in request, request.get("body")
-    if has_json and body is not None:
+    has_json, body, form = "json" in request, request.get("body"), request.get("form")
+    given = [k for k, there in (("json", has_json), ("form", form is not None),
+                                ("body", body is not None)) if there]
+    if len(given) > 1:
         raise _reject(
-            "request has both json and body; give json (a value sent as application/json) "
+            f"request has both {given[0]} and {given[1]}; give json (a value sent as "
+            "application/json), form (an object sent as application/x-www-form-urlencoded) "
             "or body (a string), not both"
         )
+    has_type = any(k.lower() == "content-type" for k, _ in headers)
     content: bytes | None = None
     if has_json:
         content = json.dumps(request["json"], ensure_ascii=False, separators=(",", ":")).encode()
-        if not any(k.lower() == "content-type" for k, _ in headers):
+        if not has_type:
             headers.append(("Content-Type", "application/json"))
+    elif form is not None:
+        content = urlencode(form_pairs(form)).encode("ascii")
+        if not has_type:
+            headers.append(("Content-Type", FORM_TYPE))
     elif body is not None:
         if not isinstance(body, str):
             raise _reject(

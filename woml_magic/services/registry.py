@@ -1,5 +1,5 @@
 """The service registry: the one place that names what ``services.*`` offers a script
-(spec §4.1, §4.4) and which kernel-side code performs each name.
+(spec §4.1, §4.4, §10.1) and which kernel-side code performs each name.
 
 The script worker builds a stub for every name in ``SERVICE_NAMES`` (and refuses any
 other name a script sends); ``RunServices`` performs them for one run. Adding a
@@ -18,11 +18,17 @@ from .sleep import sleep_seconds
 
 if TYPE_CHECKING:
     from ..clock import Clock
+    from .faults import Fault
     from .http import HttpService
     from .scope import CallScope
+    from .secrets import Secrets
 
-SERVICE_NAMES: Final[tuple[str, ...]] = ("sleep", "http.request")
-"""Every ``services.*`` function a script sees, dotted as the script writes it."""
+SERVICE_NAMES: Final[tuple[str, ...]] = ("sleep", "http.request", "secret")
+"""Every ``services.*`` function a script sees, dotted as the script writes it.
+
+``secret`` is synchronous in the script: its stub answers from the names the attempt
+was given (never the values) without asking the kernel (prelude.js); the handler here
+is the same rule, for a stub that did ask."""
 
 Handler = Callable[[list[Any], "CallScope"], Awaitable[Any]]
 
@@ -41,15 +47,20 @@ class RunServices:
         limits: Limits,
         redact_headers: Iterable[str] = (),
         http_allow: tuple[str, ...] | None = None,
+        secrets: Secrets | None = None,
+        faults: tuple[Fault, ...] = (),
     ) -> None:
         self._clock = clock
         self._limits = limits
         self._redact = redact_names(redact_headers)
         self._http_allow = http_allow
+        self._secrets = secrets
+        self._faults = faults
         self._http: HttpService | None = None
         self.handlers: dict[str, Handler] = {
             "sleep": self._sleep,
             "http.request": self._http_request,
+            "secret": self._secret,
         }
         if tuple(self.handlers) != SERVICE_NAMES:
             raise RuntimeError(
@@ -77,6 +88,11 @@ class RunServices:
         options = args[1] if len(args) > 1 else None
         return await self._http_service().request(request, options, scope)
 
+    async def _secret(self, args: list[Any], scope: CallScope) -> str:
+        from .secrets import secret_reference
+
+        return secret_reference(args, self._secrets)
+
     def _http_service(self) -> HttpService:
         if self._http is None:
             from .http import HttpService
@@ -86,5 +102,7 @@ class RunServices:
                 allow_hosts=self._http_allow,
                 max_response_bytes=self._limits.max_response_bytes,
                 max_json_depth=self._limits.max_json_depth,
+                secrets=self._secrets,
+                faults=self._faults,
             )
         return self._http

@@ -7,7 +7,7 @@ update them.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any
@@ -69,7 +69,11 @@ class CallScope:
     run's clock in seconds since the run started. ``busy`` is entered while a request
     is in flight so a simulated clock knows real work is happening (spec §5.1).
     ``unkeyed_ambiguity`` becomes True when a call without ``idempotency`` ended
-    ambiguous; the engine reads it after the attempt (spec §4.2).
+    ambiguous; the engine reads it after the attempt (spec §4.2). ``sleep`` waits on
+    the run's clock (an injected ``delay`` fault, spec §10.2); None where no clock is
+    given, and then a delay fault is an error. ``durable``, where ``emit`` alone does
+    not make a ``CallStarted`` durable (a Temporal activity, spec §9), is awaited with it
+    before the request leaves.
     """
 
     run_id: str
@@ -82,3 +86,5 @@ class CallScope:
     names_used: set[str] = field(default_factory=set)
     calls_made: int = 0
     unkeyed_ambiguity: bool = False
+    sleep: Callable[[float], Awaitable[None]] | None = None
+    durable: Callable[[Event], Awaitable[None]] | None = None

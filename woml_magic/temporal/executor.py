@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -24,11 +25,14 @@ from ..model import Run, Workflow
 from ..runtime.pool import default_pool
 from .activity import config_to_dict
 from .document import to_data
-from .options import TemporalOptions, connect
+from .options import TemporalOptions, connect, ui_url
 from .workflow import WORKFLOW
 
-#: How often a kernel asks the workflow for new events while it runs.
+#: How often a kernel asks the workflow for new events while it runs: every POLL_S
+#: while events come, backing off to POLL_MAX_S while none do (each query costs the
+#: worker ≈ 2 ms, bench/temporal.py).
 POLL_S = 0.05
+POLL_MAX_S = 0.25
 #: Temporal refuses payloads over 2 MB (``limit.blobSize.error``).
 MAX_INPUT_BYTES = 2 * 1024 * 1024 - 64 * 1024
 #: History events a WOML attempt and its wait cost at most (scheduled, started,
@@ -79,6 +83,12 @@ class TemporalExecutor:
         self, run: Run, clock: Clock, *, sinks: Iterable[EventSink], config: EngineConfig,
         resume: bool, retry_interrupted: bool,
     ) -> TemporalExecution:
+        if config.secrets:
+            raise WomlRunError(
+                f"secrets are not sent to Temporal: a workflow's input is kept in its event "
+                f"history, so the values of {', '.join(config.secrets.names)} would be stored "
+                "there in plain text; run a workflow that uses secrets with engine='local'"
+            )
         if clock.kind != "real":
             raise WomlRunError(
                 "engine='temporal' runs on the real clock: Temporal's time skipping is not "
@@ -127,7 +137,8 @@ class TemporalExecution:
         data = {
             "document": to_data(self._run.workflow),
             "payload": self._run.payload,
-            "config": config_to_dict(self._config),
+            # Never the secrets (refused above; an empty store is dropped too).
+            "config": config_to_dict(dataclasses.replace(self._config, secrets=None)),
             "retry_interrupted": self._retry_interrupted,
             "past": [e.to_dict() for e in self._run.events] if self._resume else [],
             "clock_start": self._clock.now() if self._resume else 0.0,
@@ -166,11 +177,16 @@ class TemporalExecution:
                 f"run {self._run.id!r} is already running on Temporal (namespace "
                 f"{opts.namespace}); `%woml show {self._run.id} --engine temporal` shows it"
             ) from None
+        web = ui_url(opts)
+        if web is not None:  # spec §9: the timeline links to the run in Temporal's UI
+            self._run.links["Temporal Web UI"] = (
+                f"{web.rstrip('/')}/namespaces/{opts.namespace}/workflows/{self._run.id}")
         result: asyncio.Future[Any] = asyncio.ensure_future(handle.result())
         seen = 0
+        poll = POLL_S
         try:
             while not result.done():
-                await asyncio.wait({result}, timeout=POLL_S)
+                await asyncio.wait({result}, timeout=poll)
                 if result.done():
                     break
                 try:
@@ -178,6 +194,7 @@ class TemporalExecution:
                 except (RPCError, WorkflowQueryFailedError):
                     new = []  # not answerable before the first workflow task: ask again
                 seen = self._emit_all(new, seen)
+                poll = POLL_S if new else min(POLL_MAX_S, poll * 2)
             self._emit_all(result.result()["events"][seen:], seen)
         except asyncio.CancelledError:
             with contextlib.suppress(Exception):

@@ -44,6 +44,9 @@ class TemporalOptions:
     tls: bool = False
     api_key: str | None = field(default=None, repr=False)
     ui: bool = False
+    #: The Web UI of a cluster of your own (e.g. ``http://host:8233``): the timeline's
+    #: header links to each run there. The local dev server's is known by itself.
+    web_ui: str | None = None
 
     def __post_init__(self) -> None:
         if self.target is not None:
@@ -169,6 +172,6 @@ def ui_url(options: TemporalOptions) -> str | None:
     """The Web UI of the local dev server when ``options`` use it and it runs with its
     UI; else None (a cluster of your own has its own UI). Never starts a server."""
     if options.target is not None:
-        return None
+        return options.web_ui
     server = running_local_dev_server()
     return None if server is None else server.ui_url

@@ -32,6 +32,7 @@ from ..events import (
     AttemptFinished,
     AttemptStarted,
     CallFinished,
+    CallStarted,
     Event,
     WaitScheduled,
     event_from_dict,
@@ -52,7 +53,7 @@ from ..policy import format_duration
 from ..runtime.attempt import StepResults
 from ..services import StepCalls
 from ..services.scope import is_reattachable
-from .activity import ACTIVITY, AttemptInput
+from .activity import ACTIVITY, CALL_STARTED, AttemptInput
 from .document import from_data
 
 #: The workflow type every WOML run runs as.
@@ -98,9 +99,11 @@ class ActivityAttempts:
     """Each attempt as one activity execution, its events re-emitted in the workflow."""
 
     def __init__(self, run: Run, clock: WorkflowClock, emit: Callable[[Event], None],
-                 document: dict[str, Any], config: dict[str, Any]) -> None:
+                 document: dict[str, Any], config: dict[str, Any],
+                 calls_started: dict[tuple[str, int], list[dict[str, Any]]]) -> None:
         self._run, self._clock, self._emit = run, clock, emit
         self._document, self._config = document, config
+        self._calls_started = calls_started  # signalled by activities (CALL_STARTED)
 
     async def run(
         self, step: Step, number: int, results: StepResults, calls: StepCalls,
@@ -159,6 +162,11 @@ class ActivityAttempts:
         if isinstance(cause, TimeoutError):
             details = list(cause.last_heartbeat_details or [])
             seen = details[0] if details and isinstance(details[0], list) else []
+            # Calls the activity recorded durably before sending (a signal each) that
+            # its last heartbeat did not carry yet.
+            beat = {d.get("call_index") for d in seen if d.get("kind") == CallStarted.kind}
+            seen = [*seen, *(d for d in self._calls_started.get((step.id, number), [])
+                             if d.get("call_index") not in beat)]
             now = self._clock.now()
             for data in seen:
                 if data.get("kind") in (AttemptStarted.kind, AttemptFinished.kind):
@@ -207,6 +215,7 @@ class WomlWorkflow:
         self._events: list[dict[str, Any]] = []
         self._engine: Engine | None = None
         self._stop_reason: str | None = None
+        self._calls_started: dict[tuple[str, int], list[dict[str, Any]]] = {}
 
     @workflow.run
     async def run(self, data: dict[str, Any]) -> dict[str, Any]:
@@ -232,7 +241,8 @@ class WomlWorkflow:
                                  f"{event.step_id} attempt {event.after_attempt + 1}")
 
         def attempts(run: Run, clock_: Clock, emit: Callable[[Event], None]) -> ActivityAttempts:
-            return ActivityAttempts(run, clock, emit, data["document"], data.get("config", {}))
+            return ActivityAttempts(run, clock, emit, data["document"], data.get("config", {}),
+                                    self._calls_started)
 
         engine = Engine(run, clock, attempts=attempts, sinks=[record], resume=bool(past),
                         retry_interrupted=bool(data.get("retry_interrupted")))
@@ -249,6 +259,13 @@ class WomlWorkflow:
     def events(self, since: int) -> list[dict[str, Any]]:
         """The WOML events from index ``since`` on (a kernel following the run)."""
         return self._events[since:]
+
+    @workflow.signal(name=CALL_STARTED)
+    def call_started(self, event: dict[str, Any]) -> None:
+        """An activity is about to send a request (spec §5.2): kept until the attempt
+        ends, so a worker that dies mid-call leaves that call ``ambiguous``."""
+        key = (str(event.get("step_id")), int(event.get("number", 0)))
+        self._calls_started.setdefault(key, []).append(event)
 
     @workflow.signal(name="stop")
     def stop(self, reason: str) -> None:

@@ -17,7 +17,10 @@ draws them with ``placement`` (bars and labels), in the sizes of ``geometry``; e
 outcome's colour and pattern is in ``outcome_styles``, calls and errors in words in
 ``verdicts``. ``text`` writes the plain-text table; ``html`` the page, around ``svg``
 (the drawing) and ``details`` (the details panel), in the colours of ``theme``, with
-``markup`` escaping what it shows.
+``markup`` escaping what it shows. ``lineage`` reads a step's key lineage (spec §10.3:
+what the server did with every request that carried the step's key), shown in the
+details panel and the text table, and on its own by ``lineage_table`` (with a server's
+ledger, ``ledger_line``).
 """
 
 from __future__ import annotations
@@ -30,14 +33,19 @@ from typing import TYPE_CHECKING, Any
 
 from ..model import Run
 from .html import render_html
+from .lineage import ledger_line
+from .lineage_table import LineageTable, lineage_table
 from .text import render_text
 
 if TYPE_CHECKING:
     from .widget import TimelineWidget
 
 __all__ = [
+    "LineageTable",
     "TimelineWidget",
     "interactive_html",
+    "ledger_line",
+    "lineage_table",
     "mimebundle",
     "render_html",
     "render_text",

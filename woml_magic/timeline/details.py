@@ -4,7 +4,10 @@ output, a result preview).
 
 It is ``div.woml-steps`` of the static page (see ``html``): a listing that reads
 without JavaScript, one ``details.woml-attempt-details`` per attempt, which the
-widget's script also opens when an attempt is selected.
+widget's script also opens when an attempt is selected, then, for a step that made
+HTTP calls, its key lineage (spec §10.3, ``lineage``): ``div.woml-lineage``, a small
+table of every request that carried the step's key and the server's verdict. A call
+whose fault was injected (spec §10.2) says so in a ``span.woml-injected`` badge.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from ..model import Attempt, Call, Run
 from ..outcomes import SUCCEEDED
 from .axis import format_time
 from .lanes import Lane
+from .lineage import KeyUse, StepLineage, fault_words, injected_of, step_lineage
 from .markup import esc
 from .outcome_styles import outcome_style
 from .verdicts import call_verdict, error_text
@@ -43,16 +47,33 @@ def _call_row(call: Call) -> str:
         else "none sent"
     )
     headers = "; ".join(f"{k}: {v}" for k, v in call.request_headers.items()) or "none"
-    cells = (
-        call.name or "(unnamed)",
-        call.method,
-        call.url,
-        result,
-        key,
-        call_verdict(call),
-        headers,
+    cells = [
+        _td(esc(call.name or "(unnamed)")),
+        _td(esc(call.method)),
+        _td(esc(call.url), long=True),
+        _td(esc(result), long=True),
+        _td(esc(key), long=True),
+        _td(esc(call_verdict(call)) + injected_badge(injected_of(call))),
+        _td(esc(headers), long=True),
+    ]
+    return "<tr>" + "".join(cells) + "</tr>"
+
+
+def _td(markup: str, *, long: bool = False) -> str:
+    """A table cell; ``long`` for long untrusted text that may break anywhere."""
+    return f'<td class="woml-long">{markup}</td>' if long else f"<td>{markup}</td>"
+
+
+def injected_badge(injected: str | None) -> str:
+    """``span.woml-injected`` "injected: drop-response" (its whole description in the
+    tooltip) after a call's verdict, or nothing (spec §10.2: the timeline marks injected
+    faults as injected)."""
+    if injected is None:
+        return ""
+    return (
+        f' <span class="woml-injected" title="{esc(injected)}">'
+        f"injected: {esc(fault_words(injected))}</span>"
     )
-    return "<tr>" + "".join(f"<td>{esc(c)}</td>" for c in cells) + "</tr>"
 
 
 def attempt_details_html(step_id: str, attempt: Attempt) -> str:
@@ -129,4 +150,69 @@ def step_details_html(run: Run, lane: Lane) -> Iterable[str]:
     planned = [s.number for s in lane.segments if s.kind == "planned"]
     if planned:
         yield f"<div>planned, not yet run: {', '.join(f'#{n}' for n in planned)}</div>"
+    if any(a.calls for a in sr.attempts):
+        yield lineage_html(step_lineage(run, lane.step_id))
     yield "</div>"
+
+
+#: The key lineage table's columns (spec §10.3).
+LINEAGE_HEAD = ("attempt", "call", "method", "URL", "status", "server's verdict", "why")
+
+
+def _lineage_row(step_id: str, use: KeyUse) -> str:
+    status = "—" if use.status is None else str(use.status)
+    cells = [
+        _td(f"#{use.attempt}"),
+        _td(esc(use.name or "(unnamed)")),
+        _td(esc(use.method)),
+        _td(esc(use.url), long=True),
+        _td(status),
+        _td(esc(use.words) + injected_badge(use.injected)),
+        _td(esc(use.reason), long=True),
+    ]
+    return (
+        f'<tr class="woml-lineage-row woml-verdict-{use.verdict}" data-step="{esc(step_id)}"'
+        f' data-n="{use.attempt}" data-verdict="{use.verdict}">' + "".join(cells) + "</tr>"
+    )
+
+
+def _request_list(uses: Iterable[KeyUse]) -> str:
+    return "; ".join(
+        f"#{u.attempt} {u.method} {u.url} → "
+        + ("" if u.status is None else f"{u.status} ")
+        + f"{u.words}"
+        + (f" (injected: {fault_words(u.injected)})" if u.injected else "")
+        for u in uses
+    )
+
+
+def lineage_html(lin: StepLineage) -> str:
+    """A step's ``div.woml-lineage[data-step]`` (spec §10.3): ``strong`` "Key lineage"
+    and the summary of what the server did with the key, then
+    ``table.woml-lineage-table`` (one ``tr.woml-lineage-row[data-step, data-n,
+    data-verdict]`` per request that carried the key: attempt, call name, method, URL,
+    status, the server's verdict, why), ``p.woml-lineage-unkeyed`` and
+    ``p.woml-lineage-other`` for the requests that carried no key or another one,
+    and ``p.woml-lineage-warning`` per warning."""
+    out = [
+        f'<div class="woml-lineage" data-step="{esc(lin.step_id)}">'
+        f'<p class="woml-lineage-summary"><strong>Key lineage</strong> · '
+        f"{esc(lin.summary())}</p>"
+    ]
+    if lin.uses:
+        out.append(
+            '<table class="woml-lineage-table"><tr>'
+            + "".join(f"<th>{h}</th>" for h in LINEAGE_HEAD)
+            + "</tr>"
+            + "".join(_lineage_row(lin.step_id, u) for u in lin.uses)
+            + "</table>"
+        )
+    for cls, line, uses in (
+        ("woml-lineage-unkeyed", lin.unkeyed_summary(), lin.unkeyed),
+        ("woml-lineage-other", lin.other_summary(), lin.other_keys),
+    ):
+        if line is not None:
+            out.append(f'<p class="{cls}">{esc(line)}: {esc(_request_list(uses))}</p>')
+    out.extend(f'<p class="woml-lineage-warning">⚠ {esc(w)}</p>' for w in lin.warnings())
+    out.append("</div>")
+    return "".join(out)

@@ -5,12 +5,21 @@ the live widget's JavaScript brings to life (it appends its ``<script>``; this m
 writes none). No external assets, no links. The output is well-formed XML:
 
 ``div.woml-timeline#woml-tl-<hex>[data-run, data-status, data-end]`` holds a scoped
-``<style>``, ``div.woml-header`` (workflow, run id, clock, status, ``t = …``),
+``<style>``, ``div.woml-header`` (workflow, run id, clock, status, ``t = …``, and an
+``a.woml-link`` per ``Run.links``: the run in its engine's own UI),
 ``div.woml-scroll`` (``overflow-x:auto``) with ``svg.woml-svg[data-axis]`` — the knots
 ``[[t, x], …]`` of the piecewise-linear time→x map —, an empty ``div.woml-replay`` for
 the widget's Play control and slider, and ``div.woml-steps``, the no-JavaScript listing
 that is also the details panel: per step its status and policy in words and its full
-idempotency key, per attempt one ``details.woml-attempt-details``.
+idempotency key, per attempt one ``details.woml-attempt-details`` (its HTTP calls in a
+``table.woml-calls``, an injected fault marked by a ``span.woml-injected`` badge) and,
+for a step that made calls, its key lineage ``div.woml-lineage[data-step]`` (spec
+§10.3): ``p.woml-lineage-summary``, a ``table.woml-lineage-table`` with one
+``tr.woml-lineage-row[data-step, data-n, data-verdict]`` per request that carried the
+step's key (``data-verdict`` one of ``lineage.VERDICT_WORDS``), then
+``p.woml-lineage-unkeyed``, ``p.woml-lineage-other`` and ``p.woml-lineage-warning``
+when they have something to say. The widget toggles ``woml-selected`` on the lineage
+rows of the selected attempt too.
 
 In the SVG, ``g.woml-axis`` (ticks), one ``g.woml-break[data-t0, data-t1]`` per axis
 break, one ``g.woml-lane[data-step]`` per step whose ``g.woml-seg`` children are the
@@ -19,7 +28,8 @@ attempts and planned ones also ``woml-outcome-<outcome>``), each with ``data-ste
 ``data-n``, ``data-t0``/``data-t1`` (seconds) and ``data-x0``/``data-x1`` (its drawn
 extent), a ``<title>``, a ``rect.woml-bar`` and its ``text.woml-label``; then
 ``g.woml-legend``. Attempts are focusable buttons; the widget toggles
-``woml-selected`` on one, styled here.
+``woml-selected`` on one, styled here. An attempt with an injected fault (spec §10.2)
+also has the class ``woml-injected`` and says so in its ``<title>`` and ``aria-label``.
 
 Colours follow JupyterLab's theme (``--jp-*`` variables, with fallbacks) through the
 scoped ``<style>``; every element also carries presentation attributes (``fill=…``) so
@@ -48,9 +58,9 @@ from .svg import render_svg
 from .theme import var
 
 
-def _style() -> str:
-    """The scoped rules. Selectors start at ``.woml-timeline`` so nothing leaks out."""
-    r = ".woml-timeline"
+def scoped_style(r: str = ".woml-timeline") -> str:
+    """The scoped rules. Selectors start at the root ``r`` (``.woml-timeline``; the key
+    lineage view of ``lineage_table`` has its own) so nothing leaks out."""
     rules = [
         f"{r}{{color:{var('text')};font-family:var(--jp-ui-font-family,system-ui,sans-serif);"
         "font-size:13px;line-height:1.4}",
@@ -78,9 +88,21 @@ def _style() -> str:
         f"{r} .woml-steps{{margin-top:6px}}",
         f"{r} .woml-step{{margin:6px 0;padding-top:4px;border-top:1px solid {var('grid')}}}",
         f"{r} details.woml-attempt-details{{margin:2px 0 2px 12px}}",
-        f"{r} table.woml-calls{{border-collapse:collapse;font-size:12px}}",
-        f"{r} table.woml-calls th,{r} table.woml-calls td{{border:1px solid {var('grid')};"
-        "padding:2px 4px;text-align:left;vertical-align:top;overflow-wrap:anywhere}",
+        f"{r} table.woml-calls,{r} table.woml-lineage-table"
+        "{border-collapse:collapse;font-size:12px}",
+        f"{r} table.woml-calls th,{r} table.woml-calls td,{r} table.woml-lineage-table th,"
+        f"{r} table.woml-lineage-table td{{border:1px solid {var('grid')};"
+        "padding:2px 4px;text-align:left;vertical-align:top;overflow-wrap:break-word}",
+        # Long untrusted text (URLs, errors, headers) may break anywhere; short cells
+        # (a method, a status, a name) keep their words whole.
+        f"{r} td.woml-long{{overflow-wrap:anywhere}}",
+        f"{r} .woml-lineage{{margin:4px 0 2px 12px}}",
+        f"{r} .woml-lineage p{{margin:2px 0}}",
+        f"{r} .woml-lineage-warning{{font-weight:bold}}",
+        # The row of the selected attempt: bold on the code background, not colour alone.
+        f"{r} tr.woml-lineage-row.woml-selected td{{font-weight:bold;background:{var('code-bg')}}}",
+        f"{r} span.woml-injected{{display:inline-block;border:1px dashed {var('muted')};"
+        "border-radius:3px;padding:0 3px;font-size:11px;white-space:nowrap}",
     ]
     return "<style>" + "".join(rules) + "</style>"
 
@@ -98,11 +120,14 @@ def render_html(run: Run, *, now: float | None = None) -> str:
     parts = [
         f'<div class="woml-timeline" id="{rid}" data-run="{esc(run.id)}"'
         f' data-status="{esc(run.status)}" data-end="{data_time(end)}">',
-        _style(),
+        scoped_style(),
         f'<div class="woml-header">workflow <strong>{esc(layout.workflow_id)}</strong> · run '
         f"<code>{esc(layout.run_id)}</code> · {esc(layout.clock)} clock · "
         f'<strong class="woml-status">{esc(layout.status)}</strong> · '
-        f"t = {esc(format_time(layout.now))}</div>",
+        f"t = {esc(format_time(layout.now))}"
+        + "".join(f' · <a class="woml-link" href="{esc(url)}" target="_blank" '
+                  f'rel="noopener">{esc(label)}</a>' for label, url in run.links.items())
+        + "</div>",
         f'<div class="woml-scroll" style="overflow-x:auto">{render_svg(layout, rid)}</div>',
         '<div class="woml-replay"></div>',
         '<div class="woml-steps">',

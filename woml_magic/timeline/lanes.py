@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from ..events import WaitScheduled
-from ..model import Run, StepRun
+from ..model import Attempt, Run, StepRun
 from ..outcomes import (
     FAILED,
     FAILED_CLOSED,
@@ -30,6 +30,7 @@ from ..outcomes import (
 )
 from .axis import format_time
 from .geometry import BAR_H, LANE_GAP, ROW_H, text_width
+from .lineage import fault_kinds, injected_of
 from .outcome_styles import PLANNED, outcome_style
 
 SegmentKind = Literal["attempt", "wait", "planned", "planned-wait"]
@@ -61,6 +62,7 @@ class Segment:
     ``number`` is the attempt's number; for a wait, the number of the attempt it
     follows. ``left`` is the countdown of a live wait (seconds still to wait), else None.
     ``short`` is the label used where ``label`` does not fit ("#4", "8s").
+    ``injected`` names the faults injected into an attempt's calls (spec §10.2).
     """
 
     kind: SegmentKind
@@ -72,6 +74,7 @@ class Segment:
     tooltip: str
     left: float | None = None
     short: str = ""
+    injected: tuple[str, ...] = ()
 
     @property
     def is_bar(self) -> bool:
@@ -164,12 +167,18 @@ def _scheduled_waits(run: Run) -> dict[tuple[str, int], WaitScheduled]:
 
 
 def _attempt_segment(
-    step_id: str, a_number: int, start: float, end: float, outcome: str
+    step_id: str,
+    a_number: int,
+    start: float,
+    end: float,
+    outcome: str,
+    injected: tuple[str, ...] = (),
 ) -> Segment:
     label = outcome_style(outcome).label
     span = f"{format_time(start)} → {format_time(end)}" + (
         " (still running)" if outcome == RUNNING else ""
     )
+    faults = f" · injected: {', '.join(injected)}" if injected else ""
     return Segment(
         "attempt",
         a_number,
@@ -177,9 +186,16 @@ def _attempt_segment(
         end,
         outcome,
         f"#{a_number} {label}",
-        f"attempt {a_number} of {step_id} · {label} · {span}",
+        f"attempt {a_number} of {step_id} · {label} · {span}{faults}",
         short=f"#{a_number}",
+        injected=injected,
     )
+
+
+def _injected(a: Attempt) -> tuple[str, ...]:
+    """The kinds of the faults injected into ``a``'s calls, each once (spec §10.2)."""
+    described = (injected_of(c) for c in a.calls)
+    return tuple(dict.fromkeys(k for d in described if d is not None for k in fault_kinds(d)))
 
 
 def _wait_segment(
@@ -202,7 +218,9 @@ def _history(sr: StepRun, waits: dict[tuple[str, int], WaitScheduled], now: floa
     attempts = sorted(sr.attempts, key=lambda a: a.number)
     for i, a in enumerate(attempts):
         end = a.ended_at if a.ended_at is not None else max(now, a.started_at)
-        segs.append(_attempt_segment(sr.id, a.number, a.started_at, end, a.outcome))
+        segs.append(
+            _attempt_segment(sr.id, a.number, a.started_at, end, a.outcome, _injected(a))
+        )
         if i + 1 < len(attempts):
             nxt = attempts[i + 1]
             sched = waits.get((sr.id, a.number))

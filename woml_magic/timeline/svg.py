@@ -97,8 +97,12 @@ def _segment(rid: str, lane: Lane, d: Drawn) -> str:
             shape += f'<rect class="woml-pattern" {box} rx="2" fill="{pattern}"/>'
         verb = style.label
     aria = f"attempt {seg.number} of {lane.step_id}: {verb}"
+    marked = ""
+    if seg.injected:
+        aria += f" (injected: {', '.join(seg.injected)})"
+        marked = " woml-injected"
     return (
-        f'<g class="woml-seg woml-{seg.kind} woml-outcome-{esc(style.label)}" {data}'
+        f'<g class="woml-seg woml-{seg.kind} woml-outcome-{esc(style.label)}{marked}" {data}'
         f' tabindex="0" role="button" aria-label="{esc(aria)}">'
         f"{title}{shape}{_text(lane, d)}</g>"
     )

@@ -3,8 +3,11 @@
 One block per step: id and status, the policy in words, the idempotency key in full;
 then one row per attempt (number, outcome, start and end on the run's clock) followed
 by its explanation and error with the cell line, its HTTP calls with the server's
-verdict and the first lines of its console output; the waits between attempts
-("wait 2s") and, while the run goes on, the attempts still planned.
+verdict (and "injected: …" for a call whose fault was injected, spec §10.2) and the
+first lines of its console output; the waits between attempts ("wait 2s") and, while
+the run goes on, the attempts still planned. A step that made HTTP calls ends with its
+key lineage (spec §10.3, ``lineage_text``): what the server did with each request that
+carried the step's key, and the requests that carried none.
 
 Long text wraps at ``WIDTH`` columns with a hanging indent instead of being cut, so an
 explanation is always read whole; only very long untrusted text (an error message, a
@@ -23,6 +26,7 @@ from ..model import Attempt, Call, Run
 from .axis import format_time
 from .lanes import Segment
 from .layout import compute_layout
+from .lineage import KeyUse, StepLineage, fault_words, injected_of, step_lineage
 from .verdicts import call_verdict, error_text
 
 WIDTH = 100
@@ -77,10 +81,13 @@ def wrap(first: str, text: str, indent: str) -> list[str]:
 
 
 def call_text(call: Call) -> list[str]:
-    """A call: method, URL, status or outcome, the server's verdict, its name; then the
-    idempotency header sent (spec §4.3, §6.3)."""
+    """A call: method, URL, status or outcome, the server's verdict, the faults injected
+    into it (spec §10.2), its name; then the idempotency header sent (spec §4.3, §6.3)."""
     result = str(call.status) if call.status is not None else call.outcome
     head = [f"{call.method} {bounded(call.url)} → {result}", call_verdict(call)]
+    injected = injected_of(call)
+    if injected is not None:
+        head.append(f"injected: {clean(fault_words(injected))}")
     if call.name:
         head.append(f"name {clean(call.name)}")
     if call.error and call.status is None:
@@ -119,6 +126,37 @@ def _attempt_rows(seg: Segment, attempt: Attempt | None) -> list[str]:
     return rows
 
 
+_LINEAGE = "  {what:<11} "
+_LINEAGE_ROW = "    "
+_LINEAGE_INDENT = " " * len(_LINEAGE.format(what=""))
+
+
+def _use_text(use: KeyUse) -> list[str]:
+    status = "" if use.status is None else f"{use.status} "
+    name = f"{clean(use.name)} " if use.name else ""
+    head = f"#{use.attempt} {name}{use.method} {bounded(use.url)} → {status}{use.words}"
+    return wrap(_LINEAGE_ROW, f"{head} · {bounded(use.reason)}", _LINEAGE_INDENT)
+
+
+def lineage_text(lin: StepLineage) -> list[str]:
+    """A step's key lineage in a few lines (spec §10.3): the summary, one line per
+    request that carried the key (attempt, call name, method, URL, status, the
+    server's verdict, why), the requests that carried no key or another one, and
+    warnings; cleaned for a terminal."""
+    out = wrap(_LINEAGE.format(what="key lineage"), lin.summary(), _LINEAGE_INDENT)
+    for use in lin.uses:
+        out += _use_text(use)
+    for what, line, uses in (("no key", lin.unkeyed_summary(), lin.unkeyed),
+                             ("other key", lin.other_summary(), lin.other_keys)):
+        if line is not None:
+            out += wrap(_LINEAGE.format(what=what), line, _LINEAGE_INDENT)
+            for use in uses:
+                out += _use_text(use)
+    for warning in lin.warnings():
+        out += wrap(_LINEAGE.format(what="warning"), warning, _LINEAGE_INDENT)
+    return [clean(line) for line in out]
+
+
 def render_text(run: Run) -> str:
     """The plain-text timeline of ``run`` (spec §6.3)."""
     layout = compute_layout(run)
@@ -151,5 +189,7 @@ def render_text(run: Run) -> str:
             else:
                 attempt = None if seg.kind == "planned" else sr.attempt(seg.number)
                 out.extend(_attempt_rows(seg, attempt))
+        if any(a.calls for a in sr.attempts):
+            out.extend(lineage_text(step_lineage(run, lane.step_id)))
     # Step ids, run ids and policy words come from the document: clean them too.
     return "\n".join(clean(line) for line in out)

@@ -56,7 +56,7 @@ const womlTimeline = (() => {
 .woml-widget .woml-cancel:focus-visible {
   outline: 2px solid var(--jp-brand-color1, #1976d2); outline-offset: 2px;
 }
-.woml-timeline .woml-seg.woml-attempt { cursor: pointer; }
+.woml-timeline .woml-seg.woml-attempt, .woml-timeline tr.woml-lineage-row { cursor: pointer; }
 .woml-timeline .woml-seg.woml-replay-hidden { visibility: hidden; }
 .woml-timeline .woml-seg.woml-replay-running .woml-bar { fill: ${RUNNING_FILL}; }
 .woml-timeline .woml-seg.woml-replay-running rect:not(.woml-bar) { visibility: hidden; }
@@ -209,7 +209,15 @@ const womlTimeline = (() => {
 
     clicked(e) {
       const seg = this.attemptOf(e.target);
-      if (seg !== null) this.toggle(seg);
+      if (seg !== null) {
+        this.toggle(seg);
+        return;
+      }
+      // A row of the key lineage (spec §10.3) selects its attempt, in place.
+      const row = e.target instanceof Element ? e.target.closest("tr.woml-lineage-row") : null;
+      if (row !== null && this.own(row)) {
+        this.select(sameKey(row, this.selected) ? null : segKey(row), false);
+      }
     }
 
     keyed(e) {
@@ -225,14 +233,19 @@ const womlTimeline = (() => {
       this.select(sameKey(seg, this.selected) ? null : key, true);
     }
 
-    /** Select attempt `key` ([step, n]) or nothing: one bar marked, its details open
-     * (and scrolled to, softly, when `scroll`), the other attempts' details closed. */
+    /** Select attempt `key` ([step, n]) or nothing: one bar and its key lineage rows
+     * marked, its details open (and scrolled to, softly, when `scroll`), the other
+     * attempts' details closed. */
     select(key, scroll) {
       const before = this.selected;
       this.selected = key;
       let shown = null;
       for (const seg of this.root.querySelectorAll(".woml-seg.woml-attempt")) {
         if (this.own(seg)) seg.classList.toggle("woml-selected", sameKey(seg, key));
+      }
+      // The attempt's requests in its step's key lineage are marked too.
+      for (const row of this.root.querySelectorAll("tr.woml-lineage-row")) {
+        if (this.own(row)) row.classList.toggle("woml-selected", sameKey(row, key));
       }
       for (const d of this.root.querySelectorAll("details.woml-attempt-details")) {
         if (!this.own(d)) continue;

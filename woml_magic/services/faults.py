@@ -1,0 +1,177 @@
+"""Injected faults: make a managed call fail on purpose (spec §10.2).
+
+A fault is written ``CALL@ATTEMPT=KIND``::
+
+    create-charge@1=drop-response       attempt 1 of the call named create-charge
+    create-charge@*=status=503          every attempt
+
+    KIND                  what happens to the call                  the script sees
+    drop-response         sent; the response is read, then dropped  AmbiguousError
+    timeout-after-send    sent; the response is read, then dropped  AmbiguousError (as
+                          (no time passes for the timeout itself)   a read timeout)
+    network-error         not sent                                  NetworkError
+    status=NNN            not sent; answered here with NNN          HttpError (NNN is
+                                                                    400-599)
+    delay=DURATION        waits DURATION on the run's clock, then   what the call gives
+                          sends as usual
+
+A fault acts on a managed call (one with ``{name}``) by its name, in the attempt
+numbers it names; calls without a name, and names no call uses, are left alone. A call
+that is reattached (spec §4.3) or refused by ``http_allow`` is not sent, so no fault
+acts on it. Per call at most one ``delay`` (the first that matches, in the order
+given) and then at most one other fault (likewise) apply. Every fault that acted is
+recorded on the call's ``call-finished`` event (``injected``), so the timeline marks it
+and the attempt's explanation says so.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Final, Literal
+
+from ..errors import WomlRunError
+from ..policy import MAX_DURATION, DurationError, format_duration, parse_duration
+
+FaultKind = Literal["drop-response", "timeout-after-send", "network-error", "status", "delay"]
+#: The kinds, as written after ``=``.
+KINDS: Final = ("drop-response", "timeout-after-send", "network-error", "status=NNN",
+                "delay=DURATION")
+_SHAPE = re.compile(r"(?P<call>.*)@(?P<attempt>\*|[0-9]+)=(?P<kind>.+)", re.DOTALL)
+_ALLOWED = (
+    "write CALL@ATTEMPT=KIND, e.g. create-charge@1=drop-response: CALL is a managed call's "
+    "name, ATTEMPT an attempt number or * for every attempt, KIND one of "
+    + ", ".join(KINDS)
+)
+
+
+@dataclass(frozen=True)
+class Fault:
+    """One parsed fault (spec §10.2). ``attempt`` None means every attempt; ``status``
+    is set for ``status``, ``seconds`` for ``delay``. ``spec`` is its canonical text."""
+
+    call: str
+    attempt: int | None
+    kind: FaultKind
+    status: int | None = None
+    seconds: float | None = None
+
+    @property
+    def effect(self) -> str:
+        """The kind as written: ``drop-response``, ``status=503``, ``delay=2s``."""
+        if self.kind == "status":
+            return f"status={self.status}"
+        if self.kind == "delay":
+            return f"delay={format_duration(self.seconds or 0.0)}"
+        return self.kind
+
+    @property
+    def spec(self) -> str:
+        """``CALL@ATTEMPT=KIND``, as ``parse_fault`` reads it back."""
+        return f"{self.call}@{'*' if self.attempt is None else self.attempt}={self.effect}"
+
+    @property
+    def injected(self) -> str:
+        """How a call records it: ``drop-response (--fault create-charge@1=drop-response)``."""
+        return f"{self.effect} (--fault {self.spec})"
+
+    def matches(self, name: str | None, attempt: int) -> bool:
+        """Does this fault act on the call ``name`` in attempt ``attempt``?"""
+        return name == self.call and (self.attempt is None or self.attempt == attempt)
+
+    def __str__(self) -> str:
+        return self.spec
+
+
+def parse_fault(text: str) -> Fault:
+    """Read one ``CALL@ATTEMPT=KIND``; ``WomlRunError`` naming the bad part and what is
+    allowed otherwise."""
+    if not isinstance(text, str):
+        raise WomlRunError(f"a fault must be a string, not {type(text).__name__}; {_ALLOWED}")
+    match = _SHAPE.fullmatch(text.strip())
+    if match is None:
+        raise WomlRunError(f"the fault {text!r} is not CALL@ATTEMPT=KIND; {_ALLOWED}")
+    call, attempt_text, kind = match["call"].strip(), match["attempt"], match["kind"].strip()
+    if not call:
+        raise WomlRunError(f"the fault {text!r} names no call; {_ALLOWED}")
+    attempt = None if attempt_text == "*" else int(attempt_text)
+    if attempt is not None and attempt < 1:
+        raise WomlRunError(
+            f"the fault {text!r} names attempt {attempt}; attempts are numbered from 1 "
+            "(or * for every attempt)"
+        )
+    if kind in ("drop-response", "timeout-after-send", "network-error"):
+        return Fault(call, attempt, kind)  # type: ignore[arg-type]  # one of the three
+    name, sep, value = kind.partition("=")
+    if sep and name.strip() == "status":
+        value = value.strip()
+        if not value.isdigit() or not 400 <= int(value) <= 599:
+            raise WomlRunError(
+                f"the fault {text!r} answers with status {value!r}; status=NNN takes an "
+                "error status from 400 to 599 (e.g. status=503)"
+            )
+        return Fault(call, attempt, "status", status=int(value))
+    if sep and name.strip() == "delay":
+        try:
+            seconds = parse_duration(value.strip()).total_seconds()
+        except DurationError as exc:
+            raise WomlRunError(f"the fault {text!r}: {exc}") from None
+        if seconds > MAX_DURATION.total_seconds():
+            raise WomlRunError(f"the fault {text!r} delays more than 24h; use a shorter delay")
+        return Fault(call, attempt, "delay", seconds=seconds)
+    raise WomlRunError(
+        f"the fault {text!r} has the unknown kind {kind!r}; KIND is one of {', '.join(KINDS)}"
+    )
+
+
+def parse_faults(items: Iterable[str | Fault | Mapping[str, Any]] | None) -> tuple[Fault, ...]:
+    """Faults from strings, ``Fault``s or their ``dataclasses.asdict`` dicts (how an
+    ``EngineConfig`` travels to a Temporal activity)."""
+    if items is None:
+        return ()
+    if isinstance(items, (str, Fault)):
+        items = [items]
+    faults: list[Fault] = []
+    for item in items:
+        if isinstance(item, Fault):
+            faults.append(item)
+        elif isinstance(item, Mapping):
+            faults.append(_from_dict(item))
+        else:
+            faults.append(parse_fault(item))
+    return tuple(faults)
+
+
+def _from_dict(data: Mapping[str, Any]) -> Fault:
+    attempt = data.get("attempt")
+    head = f"{data.get('call')}@{'*' if attempt is None else attempt}="
+    if data.get("kind") == "delay":
+        # The seconds as parsed: a round trip through their text could round them.
+        checked = parse_fault(head + "delay=0s")
+        seconds = float(data.get("seconds") or 0.0)
+        if not 0 <= seconds <= MAX_DURATION.total_seconds():
+            raise WomlRunError(f"the fault {checked.call!r} delays {seconds}s; 0 to 24h is allowed")
+        return dataclasses.replace(checked, seconds=seconds)
+    kind = data.get("kind")
+    return parse_fault(head + (f"status={data.get('status')}" if kind == "status" else str(kind)))
+
+
+def matching(
+    faults: Iterable[Fault], name: str | None, attempt: int
+) -> tuple[Fault | None, Fault | None]:
+    """The delay and the other fault that act on call ``name`` in ``attempt``: the first
+    of each that matches, in the order given."""
+    delay: Fault | None = None
+    other: Fault | None = None
+    if name is None:
+        return None, None
+    for fault in faults:
+        if not fault.matches(name, attempt):
+            continue
+        if fault.kind == "delay":
+            delay = delay or fault
+        else:
+            other = other or fault
+    return delay, other
