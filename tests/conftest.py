@@ -84,6 +84,14 @@ def chromium(browser_home: Path) -> Iterator[Any]:
     yield from session.chromium(browser_home)
 
 
+@pytest.fixture
+def open_page(chromium: Any, tmp_path: Path) -> Iterator[Any]:
+    """``open_page(body, theme)``: a static page in a JupyterLab theme (browser tests)."""
+    from browser import static_page
+
+    yield from static_page.pages(chromium, tmp_path)
+
+
 @pytest.fixture(scope="session")
 def frontends(chromium: Any, browser_home: Path, request: pytest.FixtureRequest) -> Iterator[Any]:
     """Notebook pages after Run All, shared by the tests (each notebook runs once)."""

@@ -16,8 +16,8 @@ PACKAGE = Path(__file__).resolve().parents[1] / "woml_magic"
 #: Each layer and the modules in it (dotted, below ``woml_magic``; a trailing ``.``
 #: takes a whole subpackage).
 LAYERS: dict[str, tuple[str, ...]] = {
-    "vocabulary": ("errors", "outcomes", "limits", "policy", "redaction", "events", "clock",
-                   "runloop", "_lazy"),
+    "vocabulary": ("errors", "outcomes", "limits", "policy", "policy_targets", "redaction",
+                   "events", "clock", "runloop", "_lazy"),
     "document": ("model", "scan", "scan_messages", "parse", "explain", "lint"),
     "runtime": ("runtime.", "runtime"),
     "services": ("services.", "services"),
@@ -27,6 +27,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
     "seam": ("executor", "handle"),
     "api": ("api",),
     "temporal": ("temporal.", "temporal"),
+    "lab": ("lab.", "lab"),
     "timeline": ("timeline.", "timeline"),
     "demo": ("demo.", "demo"),
     "magic": ("magic.", "magic"),
@@ -49,15 +50,17 @@ ALLOWED: dict[str, set[str]] = {
     # api names the engines; the Temporal one loads on first use (the optional extra).
     "api": {"vocabulary", "document", "runtime", "engine", "seam", "journal", "resume",
             "temporal"},
+    # The lab runs many clients' real runs with the local engine against a model (§11).
+    "lab": {"vocabulary", "document", "runtime", "services", "engine", "resume", "timeline"},
     # The Temporal engine reuses the local one's schedule and attempt (spec §9).
     "temporal": {"vocabulary", "document", "runtime", "services", "resume", "engine"},
     "timeline": {"vocabulary", "document"},
     "demo": {"vocabulary", "document", "api", "timeline"},
     # The magic is a thin adapter: the public API, the parser, errors, its display.
     # (Its settings validate limits and durations with the vocabulary's own checks.)
-    "magic": {"api", "parse", "errors", "lint", "timeline", "vocabulary"},
+    "magic": {"api", "parse", "errors", "lint", "timeline", "vocabulary", "lab"},
     "cli": {"vocabulary", "document", "api", "timeline", "demo", "temporal"},
-    "package": {"vocabulary", "document", "api", "seam", "magic", "timeline"},
+    "package": {"vocabulary", "document", "api", "seam", "magic", "timeline", "lab"},
 }
 
 #: Crossings allowed one by one, each with its reason.

@@ -10,13 +10,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, parse_qsl
 
 import pytest
+from loopback import Answer, Loopback
 
 import woml_magic as wm
 from woml_magic.errors import ServiceRejection
@@ -26,40 +25,16 @@ from woml_magic.services.http_request import form_pairs, parse_request
 from woml_magic.services.secrets import reference
 
 
-class FormServer:
+class FormServer(Loopback):
     """Records each request's headers and raw body; answers the parsed form as JSON."""
 
     def __init__(self) -> None:
-        self.requests: list[dict[str, Any]] = []
-        owner = self
+        super().__init__(self._answer)
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
-
-            def do_POST(self) -> None:
-                length = int(self.headers.get("Content-Length") or 0)
-                body = self.rfile.read(length).decode("ascii")
-                owner.requests.append({"headers": dict(self.headers.items()), "body": body})
-                payload = json.dumps(parse_qsl(body, keep_blank_values=True)).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(payload)))
-                self.end_headers()
-                self.wfile.write(payload)
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-        self.thread.join()
+    @staticmethod
+    def _answer(request: dict[str, Any]) -> Answer:
+        payload = json.dumps(parse_qsl(request["body"], keep_blank_values=True)).encode()
+        return 200, {"Content-Type": "application/json"}, payload
 
 
 @pytest.fixture

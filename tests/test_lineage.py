@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -629,34 +628,6 @@ def test_control_characters_from_the_server_are_harmless_in_the_text() -> None:
 # --- in a browser: the rows follow the selection, and read in both themes ---------------
 
 
-@pytest.fixture(scope="module")
-def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    from browser import session
-
-    yield from session.chromium(session.home(tmp_path_factory))
-
-
-@pytest.fixture
-def open_page(browser: Any, tmp_path: Path) -> Iterator[Any]:
-    from test_timeline_js import page_html
-
-    pages: list[Any] = []
-
-    def open_(body: str, theme: str = "light") -> Any:
-        path = tmp_path / f"page{len(pages)}.html"
-        path.write_text(page_html(body, theme), encoding="utf-8")
-        page = browser.new_page(viewport={"width": 1100, "height": 800})
-        errors: list[str] = []
-        page.on("pageerror", lambda e: errors.append(str(e)))
-        page.goto(path.as_uri())
-        page.errors = errors
-        pages.append(page)
-        return page
-
-    yield open_
-    for page in pages:
-        assert page.errors == []
-        page.close()
 
 
 def replayed_run() -> Run:

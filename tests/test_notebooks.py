@@ -5,9 +5,10 @@ directory is a temporary one (so no ``.woml`` journal lands in the repository). 
 notebook fails on any error output or any traceback on stderr, and each lesson is
 checked against the facts it prints: the charge counts of the duplicate-charge lesson
 (spec §4.2, §8), the schedules of spec §3.1, the fail-closed outcomes of spec §3.2,
-the key formula of spec §3.5, the resume message of spec §5.3 and the parity of the
-local and Temporal engines of spec §9. Each committed notebook is also exactly what its
-percent-format source builds (``notebooks/build.py``).
+the key formula of spec §3.5, the resume message of spec §5.3, the parity of the
+local and Temporal engines of spec §9 and the secrets, faults and key lineage of spec
+§10. Each committed notebook is also exactly what its percent-format source builds
+(``notebooks/build.py``).
 """
 
 # nbformat ships no type information (STYLE 8).
@@ -19,6 +20,7 @@ import importlib.util
 import json
 import os
 import re
+import secrets
 from pathlib import Path
 from types import ModuleType
 
@@ -110,6 +112,30 @@ FACTS: dict[str, list[str]] = {
         # spec §3.2 on Temporal: a timeout fails closed after one attempt of three
         "run: failed | busy: failed-closed | attempts: ['timeout']",
     ],
+    "06-prototyping-an-integration.ipynb": [
+        # the test's key reached the kernel through Woml.secrets' environment variable
+        "PROVIDER_TEST_KEY: taken from the environment",
+        # spec §4.2: without the charge's key the lost response fails closed...
+        "run: failed | attempts: 1 | outcome: ambiguous",
+        "charges recorded: 1",
+        # spec §10.1: a server's echo of the key is scrubbed back to its reference
+        "the provider said: 401: Invalid API Key provided: "
+        "\u27e6woml-secret:PROVIDER_TEST_KEY\u27e7x",
+        "the key in any Run: False",
+        "the key in the journal's files: False",
+        # ...and the provider did receive it: 4 requests with the key, 1 with the typo
+        "requests the provider received since the reset: 5",
+        "  with the key: 4",
+        "  with the key and a stray x: 1",
+    ],
+}
+
+#: Environment variables a notebook's kernel gets besides the test's own. Notebook 06
+#: reads its provider's test key from PROVIDER_TEST_KEY (Woml.secrets, spec §10.1): a
+#: fresh one per session, so a leak cannot hide behind a value written in the notebook.
+PROVIDER_TEST_KEY = "sk_test_" + secrets.token_hex(12)
+NOTEBOOK_ENV: dict[str, dict[str, str]] = {
+    "06-prototyping-an-integration.ipynb": {"PROVIDER_TEST_KEY": PROVIDER_TEST_KEY},
 }
 
 #: spec §3.2: in notebook 02 every step has retry="3" and each ends after attempt 1.
@@ -146,7 +172,7 @@ def execute(path: Path, cwd: Path) -> nbformat.NotebookNode:
         allow_errors=True,  # collect every error, then report them all below
         resources={"metadata": {"path": str(cwd)}},
     )
-    client.execute(cwd=str(cwd), env=kernel_env(cwd))
+    client.execute(cwd=str(cwd), env={**kernel_env(cwd), **NOTEBOOK_ENV.get(path.name, {})})
     return nb
 
 
@@ -257,6 +283,37 @@ def test_notebook_05_shows_the_temporal_run_alike_live_and_from_its_history(
         assert match is not None, timeline
         for step in ("reserve", "confirm"):
             assert f"key     {idempotency_key(match.group(1), step)}" in timeline
+
+
+def test_notebook_06_replays_the_keyed_charge_duplicates_the_unkeyed_one_and_keeps_the_key(
+    executed: dict[str, nbformat.NotebookNode], tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    # spec §10.2, §10.3, §8: the injected lost response is replayed by the provider (one
+    # charge), the unkeyed re-run charges twice; spec §10.1: the key the test put in the
+    # environment was sent, and is nowhere in the executed notebook, echo included.
+    from woml_magic.services.secrets import reference
+
+    nb = run_once("06-prototyping-an-integration.ipynb", executed, tmp_path_factory)
+    shown = {
+        cell.source.splitlines()[0]: out.data["text/plain"]
+        for cell in nb.cells
+        for out in cell.get("outputs", [])
+        if out.output_type in ("display_data", "execute_result")
+    }
+    # The text wraps with the URL's length (the port): compare with whitespace folded.
+    keyed = " ".join(shown['lineage_table(keyed, records=provider.records("charges"))'].split())
+    assert "2 requests carried the key: 1 no answer, 1 replayed" in keyed
+    assert "so the server executed this one and its answer was lost" in keyed
+    assert "Idempotent-Replayed: true" in keyed
+    assert keyed.endswith("ledger: 1 charge recorded")
+    again = " ".join(shown['lineage_table(again, records=provider.records("charges"))'].split())
+    assert "1 request carried no key" in again
+    assert again.endswith("ledger: 2 charges recorded: a duplicate")
+    assert "injected: drop-response" in shown[
+        '%%woml --simulate --payload shop --out keyed --fault "create-charge@1=drop-response"']
+    assert f"Invalid API Key provided: {reference('PROVIDER_TEST_KEY')}x" in "\n".join(
+        stdout_lines(nb))
+    assert PROVIDER_TEST_KEY not in nbformat.writes(nb)
 
 
 def load_builder() -> ModuleType:

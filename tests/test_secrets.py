@@ -19,14 +19,13 @@ import os
 import pickle
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, quote, quote_plus, unquote, urlsplit
 
 import pytest
+from loopback import Answer, Loopback
 
 import woml_magic as wm
 from woml_magic.engine import EngineConfig
@@ -59,54 +58,27 @@ def assert_nowhere(text: str | bytes, where: str) -> None:
             assert form.encode() not in data, f"the secret value ({form!r}) is in {where}"
 
 
-class EchoServer:
+class EchoServer(Loopback):
     """Records every request and echoes it: in the JSON body, in ``X-Echo-Auth`` and
     ``X-Echo-Query`` headers, and (for ``/fail``) in a 400 problem's detail."""
 
     def __init__(self) -> None:
-        self.requests: list[dict[str, Any]] = []
-        owner = self
+        super().__init__(self._echo)
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
-
-            def do_POST(self) -> None:
-                length = int(self.headers.get("Content-Length") or 0)
-                body = self.rfile.read(length).decode()
-                parts = urlsplit(self.path)
-                record = {"method": self.command, "path": parts.path, "query": parts.query,
-                          "headers": dict(self.headers.items()), "body": body}
-                owner.requests.append(record)
-                status, text = 200, json.dumps(record)
-                ctype = "application/json"
-                if parts.path.startswith("/fail"):
-                    status, ctype = 400, "application/problem+json"
-                    text = json.dumps({"title": "Bad key",
-                                       "detail": f"the key {unquote(parts.query)} is revoked"})
-                payload = text.encode()
-                self.send_response(status)
-                self.send_header("Content-Type", ctype)
-                self.send_header("X-Echo-Auth", self.headers.get("Authorization", ""))
-                self.send_header("X-Echo-Query", unquote(parts.query))
-                self.send_header("Content-Length", str(len(payload)))
-                self.end_headers()
-                self.wfile.write(payload)
-
-            do_GET = do_POST
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-        self.thread.join()
+    @staticmethod
+    def _echo(request: dict[str, Any]) -> Answer:
+        parts = urlsplit(request["path"])
+        request.update(path=parts.path, query=parts.query)  # as the tests read it
+        record = {key: request[key] for key in ("method", "path", "query", "headers", "body")}
+        status, text, ctype = 200, json.dumps(record), "application/json"
+        if parts.path.startswith("/fail"):
+            status, ctype = 400, "application/problem+json"
+            text = json.dumps({"title": "Bad key",
+                               "detail": f"the key {unquote(parts.query)} is revoked"})
+        headers = {"Content-Type": ctype,
+                   "X-Echo-Auth": request["headers"].get("Authorization", ""),
+                   "X-Echo-Query": unquote(parts.query)}
+        return status, headers, text.encode()
 
 
 @pytest.fixture

@@ -35,9 +35,11 @@ import woml_magic as wm
 from woml_magic.model import Run, idempotency_key
 from woml_magic.outcomes import OUTCOMES, RULES
 from woml_magic.policy import RetryPolicy
+from woml_magic.policy_targets import TARGETS, translate_all
 from woml_magic.timeline import mimebundle, render_html, render_text
 from woml_magic.timeline import theme as tl_theme
 from woml_magic.timeline.axis import format_time, nice_axis, tick_step
+from woml_magic.timeline.details import TARGET_NAMES
 from woml_magic.timeline.geometry import BAR_CLEARANCE, BAR_GAP, BREAK_W, LABEL_GAP, MIN_BAR_W
 from woml_magic.timeline.layout import TimelineLayout, compute_layout
 from woml_magic.timeline.outcome_styles import BAR_TEXT, OUTCOME_STYLES
@@ -785,7 +787,7 @@ def test_html_follows_the_dom_contract() -> None:
             assert g.get(attr) is not None, (g.get("class"), attr)
     assert in_svg(root, "woml-legend")
     (steps,) = by_class(root, "woml-steps")
-    details = steps.findall(".//details")
+    details = by_class(steps, "woml-attempt-details")
     assert [(d.get("data-step"), d.get("data-n")) for d in details] == [
         ("charge", "1"),
         ("charge", "2"),
@@ -927,7 +929,7 @@ def test_html_shows_full_key_in_code_and_policy_in_words() -> None:
 def test_html_details_show_explanation_error_line_calls_and_logs() -> None:
     r = failed_closed()
     root = parse_xml(render_html(r.run))
-    details = root.xpath("//details")
+    details = by_class(root, "woml-attempt-details")
     assert len(details) == 3
     first = "".join(details[0].itertext())
     assert "#1 threw" in first
@@ -1172,3 +1174,125 @@ def test_text_ends_each_step_that_made_calls_with_its_key_lineage() -> None:
     assert lines[at + 2] == ""  # then the next step
     assert lines[at + 3].startswith("step email")
     assert text.count("key lineage") == 1
+
+
+# --- the policy in other engines (spec §11) ----------------------------------------------
+
+
+def policy_targets_of(root: etree._Element, step: str) -> etree._Element:
+    (box,) = [d for d in by_class(root, "woml-policy-targets") if d.get("data-step") == step]
+    return box
+
+
+def test_html_shows_each_steps_policy_in_other_engines_after_its_key() -> None:
+    """The DOM contract extended: per step, after its key and before its attempts,
+    ``details.woml-policy-targets[data-step]`` (closed) with one
+    ``div.woml-policy-target[data-target, data-same]`` per target of ``translate_all``:
+    its name, same schedule or not, its waits, the snippet verbatim, the warnings."""
+    r = failed_closed()
+    root = parse_xml(render_html(r.run))
+    (steps,) = by_class(root, "woml-steps")
+    for step_div, step in zip(steps.findall("div"), r.run.workflow.steps, strict=True):
+        box = policy_targets_of(root, step.id)
+        assert box.tag == "details"
+        assert box.getparent() is step_div
+        kids = list(step_div)
+        assert kids.index(box) == 2  # status and policy, key, then this
+        assert all(kids.index(d) > 2 for d in by_class(step_div, "woml-attempt-details"))
+        assert box.get("open") is None
+        assert box.findtext("summary") == "Retry policy in other engines"
+        translations = translate_all(step.policy)
+        targets = box.findall("div")
+        assert [t.get("data-target") for t in targets] == list(TARGETS)
+        for div, t in zip(targets, translations.values(), strict=True):
+            assert div.get("class") == "woml-policy-target"
+            assert div.get("data-same") == str(t.same).lower()
+            (head,) = by_class(div, "woml-target-head")
+            (name,) = by_class(head, "woml-target-name")
+            assert name.text == TARGET_NAMES[t.target]
+            mark = by_class(head, "woml-same" if t.same else "woml-differs")
+            assert [m.text for m in mark] == ["same schedule" if t.same else "differs"]
+            (code,) = div.xpath("pre[@class='woml-target-code']/code")
+            assert code.text == t.code
+            warnings = by_class(div, "woml-target-warnings")
+            if t.warnings:
+                assert [li.text for li in warnings[0].findall("li")] == list(t.warnings)
+            else:
+                assert warnings == []
+    assert [t.get("data-target") for t in by_class(root, "woml-policy-target")] == [
+        *TARGETS, *TARGETS]
+
+
+def test_policy_in_other_engines_gives_the_waits_as_the_axis_writes_them() -> None:
+    """4 attempts, exponential 500ms, max 3s: WOML waits 0.5s, 1s, 2s; Step Functions
+    says whole seconds only (1s, 2s, 3s), so it differs; the others are the same."""
+    policy = RetryPolicy(4, "exponential", timedelta(milliseconds=500), timedelta(seconds=3))
+    root = parse_xml(render_html(Recorder(workflow(("s", policy))).run))
+    box = policy_targets_of(root, "s")
+    waits = {
+        d.get("data-target"): by_class(d, "woml-target-waits")[0].text for d in box.findall("div")
+    }
+    assert waits == {
+        "temporal": "waits 0.5s, 1s, 2s, as WOML",
+        "stepfunctions": "waits 1s, 2s, 3s; WOML waits 0.5s, 1s, 2s",
+        "tenacity": "waits 0.5s, 1s, 2s, as WOML",
+        "stamina": "waits 0.5s, 1s, 2s, as WOML",
+    }
+    (differs,) = by_class(box, "woml-differs")
+    assert differs.getparent().getparent().get("data-target") == "stepfunctions"
+    assert differs.getparent().getparent().get("data-same") == "false"
+
+
+def test_policy_in_other_engines_of_a_single_attempt_says_no_retry() -> None:
+    root = parse_xml(render_html(succeeded().run))
+    box = policy_targets_of(root, "fetch")
+    assert {by_class(d, "woml-target-waits")[0].text for d in box.findall("div")} == {
+        "no retry, as WOML"}
+    warned = [d.get("data-target") for d in box.findall("div")
+              if by_class(d, "woml-target-warnings")]
+    assert warned == ["stepfunctions"]  # MaxAttempts counts retries
+
+
+def test_policy_in_other_engines_escapes_everything(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A step id, a target, a snippet or a warning with markup in it shows as text."""
+    from woml_magic.policy_targets import Translation
+    from woml_magic.timeline import details
+
+    def evil(policy: RetryPolicy) -> dict[str, Translation]:
+        return {EVIL: Translation(EVIL, f"x = '{EVIL}' & \"y\"", {}, (1.0,), False,
+                                  (EVIL, f"{EVIL}\x00"), (2.0,))}
+
+    monkeypatch.setattr(details, "translate_all", evil)
+    r = one_attempt(step=EVIL)
+    page = render_html(r.run)
+    assert "<script>" not in page
+    root = parse_xml(page)
+    assert not root.xpath("//*[local-name()='script']")
+    box = policy_targets_of(root, EVIL)
+    (target,) = box.findall("div")
+    assert target.get("data-target") == EVIL
+    assert by_class(target, "woml-target-name")[0].text == EVIL
+    assert target.find("pre/code").text == f"x = '{EVIL}' & \"y\""
+    assert [li.text for li in target.iter("li")] == [EVIL, f"{EVIL}\ufffd"]
+    assert by_class(target, "woml-target-waits")[0].text == "waits 1s; WOML waits 2s"
+    lxml_html.fromstring(page)
+
+
+def test_policy_in_other_engines_stays_small_and_out_of_the_text_table() -> None:
+    """It appears once per step: a few kilobytes at most, whatever the policy; the
+    plain-text table (too long there) does not show it."""
+    policies = [
+        RetryPolicy(),
+        RetryPolicy(10, "exponential", timedelta(milliseconds=500), None),
+        RetryPolicy(10, "fixed", timedelta(0), None),
+        RetryPolicy(10, "exponential", timedelta(hours=24), timedelta(hours=24)),
+    ]
+    run = Recorder(workflow(*((f"s{i}", p) for i, p in enumerate(policies)))).run
+    root = parse_xml(render_html(run))
+    for i in range(len(policies)):
+        size = len(etree.tostring(policy_targets_of(root, f"s{i}"), encoding="unicode"))
+        assert size < 6000, (policies[i].describe(), size)
+    text = render_text(run)
+    assert "other engines" not in text
+    for words in ("RetryPolicy(", "stamina", "tenacity", "Step Functions", "States."):
+        assert words not in text

@@ -16,14 +16,11 @@ import json
 import os
 import random
 import re
-import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from browser import session
 from timeline_runs import waiting
 
 import woml_magic as wm
@@ -33,7 +30,6 @@ from woml_magic.timeline.axis import format_time
 
 pytestmark = pytest.mark.browser
 
-THEMES = Path(sys.prefix) / "share/jupyter/lab/themes/@jupyterlab"
 PLAY_SECONDS = 6.0  # timeline.js PLAY_MS
 
 
@@ -118,50 +114,6 @@ def split(bundle_html: str) -> tuple[str, str, str]:
 # --- the browser --------------------------------------------------------------------
 
 
-def theme_vars(theme: str) -> str:
-    """The ``:root`` block of JupyterLab's light or dark theme: its --jp-* variables."""
-    css = (THEMES / f"theme-{theme}-extension/index.css").read_text()
-    found = re.search(r":root\{[^}]*\}", css)
-    assert found, f"no :root block in JupyterLab's {theme} theme"
-    return found.group(0)
-
-
-def page_html(body: str, theme: str = "light") -> str:
-    return (
-        f"<!doctype html><html><head><meta charset='utf-8'><style>{theme_vars(theme)}"
-        "body { background: var(--jp-layout-color0); color: var(--jp-content-font-color1);"
-        " font-family: var(--jp-ui-font-family); margin: 12px; }</style></head>"
-        f"<body>{body}<div style='height:1200px'></div></body></html>"
-    )
-
-
-@pytest.fixture(scope="module")
-def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    # One Playwright (sync API) per process: the session's Chromium, shared with the
-    # Jupyter browser tests (a second sync_playwright() in the same process fails).
-    yield from session.chromium(session.home(tmp_path_factory))
-
-
-@pytest.fixture
-def open_page(browser: Any, tmp_path: Path) -> Iterator[Any]:
-    """``open_page(body, theme)``: a page showing ``body``, loaded from a file."""
-    pages: list[Any] = []
-
-    def open_(body: str, theme: str = "light") -> Any:
-        path = tmp_path / f"page{len(pages)}.html"
-        path.write_text(page_html(body, theme), encoding="utf-8")
-        page = browser.new_page(viewport={"width": 1000, "height": 700})
-        errors: list[str] = []
-        page.on("pageerror", lambda e: errors.append(str(e)))
-        page.goto(path.as_uri())
-        page.errors = errors
-        pages.append(page)
-        return page
-
-    yield open_
-    for page in pages:
-        assert page.errors == []
-        page.close()
 
 
 def seg(root: str, step: str, n: int, kind: str = "attempt") -> str:
@@ -692,3 +644,74 @@ def test_the_widget_cleanup_removes_its_listeners(widget_page: Any) -> None:
     page = widget_page
     page.evaluate("w.cleanup()")
     assert page.evaluate("Object.values(w.handlers).every(list => list.length === 0)")
+
+
+# --- the policy in other engines: tabs (spec §11) ---------------------------------------
+
+
+@pytest.mark.parametrize("theme", ["light", "dark"])
+def test_the_policy_in_other_engines_is_tabs_kept_across_a_live_redraw(
+    open_page: Any, live_run: Run, theme: str
+) -> None:
+    """The script puts a tab strip over each step's targets: one tab per target, the
+    first shown; click, arrows (round), Home and End pick one; its text meets WCAG AA;
+    a live redraw keeps the section open, its tab and the focus."""
+    from woml_magic.policy_targets import translate_all
+    from woml_magic.timeline.details import TARGET_NAMES
+
+    page = open_page("", theme)
+    page.evaluate(MOUNT, {"src": widget_esm(), "html": render_html(live_run)})
+    box = '.woml-widget details.woml-policy-targets[data-step="charge"]'
+    translations = translate_all(live_run.steps["charge"].step.policy)
+    page.click(box + " > summary")
+
+    def tabs() -> list[list[Any]]:
+        rows: list[list[Any]] = page.eval_on_selector_all(
+            box + " > .woml-target-tabs > .woml-target-tab",
+            """ts => ts.map(t => [t.textContent, t.getAttribute('role'),
+                t.getAttribute('aria-selected'), t.tabIndex,
+                document.getElementById(t.getAttribute('aria-controls')).hidden])""",
+        )
+        return rows
+
+    labels = [f"{TARGET_NAMES[t]} · {'same' if x.same else 'differs'}"
+              for t, x in translations.items()]
+    assert tabs() == [[label, "tab", str(i == 0).lower(), 0 if i == 0 else -1, i != 0]
+                      for i, label in enumerate(labels)]
+
+    def shown() -> list[str]:
+        result: list[str] = page.eval_on_selector_all(
+            box + " > .woml-policy-target",
+            "ps => ps.filter(p => p.offsetParent !== null).map(p => p.dataset.target)",
+        )
+        return result
+
+    assert shown() == ["temporal"]
+    page.click(box + ' .woml-target-tab[data-target="tenacity"]')
+    assert shown() == ["tenacity"]
+    code = page.text_content(box + ' .woml-policy-target[data-target="tenacity"] pre code')
+    assert code == translations["tenacity"].code
+    for key, target in [("ArrowRight", "stamina"), ("ArrowRight", "temporal"),
+                        ("End", "stamina"), ("Home", "temporal"), ("ArrowLeft", "stamina")]:
+        page.keyboard.press(key)
+        assert shown() == [target], key
+        assert page.evaluate("document.activeElement.dataset.target") == target
+
+    for sel in (box + ' .woml-target-tab[aria-selected="true"]',
+                box + ' .woml-target-tab[aria-selected="false"]',
+                box + " .woml-policy-target:not([hidden]) .woml-target-waits",
+                box + " .woml-policy-target:not([hidden]) .woml-same",
+                box + " .woml-policy-target:not([hidden]) code",
+                box + " .woml-policy-target:not([hidden]) li"):
+        ratio = page.eval_on_selector(sel, CONTRAST)
+        assert ratio >= 4.5, f"{sel} in {theme}: contrast {ratio:.2f}"
+
+    r = waiting()
+    r.start("charge", 2, 1.12)
+    page.evaluate("html => w.set('html', html)", render_html(r.run))
+    assert page.eval_on_selector(box, "d => d.open")
+    assert shown() == ["stamina"]
+    assert page.evaluate("document.activeElement.dataset.target") == "stamina"
+    assert len(page.query_selector_all(box + " .woml-target-tabs")) == 1
+    email = '.woml-widget details.woml-policy-targets[data-step="email"]'
+    assert not page.eval_on_selector(email, "d => d.open")

@@ -8,7 +8,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
+
+if TYPE_CHECKING:
+    from .policy_targets import Translation
 
 Backoff = Literal["fixed", "exponential"]
 
@@ -146,3 +149,11 @@ class RetryPolicy:
             return text
         cap = "uncapped" if self.max_delay is None else f"max {format_duration(self.max_delay)}"
         return f"{n} · exponential {format_duration(self.delay)} → {cap}"
+
+    def to(self, target: str) -> Translation:
+        """This policy in another engine (spec §11): ``"temporal"``, ``"stepfunctions"``,
+        ``"tenacity"`` or ``"stamina"``; see ``policy_targets.translate``."""
+        # Imported here: policy_targets builds on this module.
+        from .policy_targets import translate
+
+        return translate(self, target)

@@ -21,5 +21,6 @@ from __future__ import annotations
 from .api import DemoAPI
 from .app import DemoAPIError
 from .exchange import DemoRequest
+from .provider import PaymentProvider
 
-__all__ = ["DemoAPI", "DemoAPIError", "DemoRequest"]
+__all__ = ["DemoAPI", "DemoAPIError", "DemoRequest", "PaymentProvider"]

@@ -48,18 +48,20 @@ class AttemptRunner:
         config: EngineConfig,
         emit: Callable[[Event], None],
         durable: Callable[[Event], Awaitable[None]] | None = None,
+        services: RunServices | None = None,
     ) -> None:
         """``durable``: awaited with each ``call-started`` before its request leaves,
-        where ``emit`` alone does not make it durable (spec §5.2; a Temporal activity)."""
+        where ``emit`` alone does not make it durable (spec §5.2; a Temporal activity).
+        ``services``: what performs the scripts' ``services.*`` calls, when not the run's
+        own made from ``config`` (the lab's model server, spec §11); closed with the run."""
         self._durable = durable
         self._run = run
         self._clock = clock
         self._pool = pool
         self._config = config
-        self._services = RunServices(clock, limits=config.limits,
-                                     redact_headers=config.redact_headers,
-                                     http_allow=config.http_allow,
-                                     secrets=config.secrets, faults=config.faults)
+        self._services = services if services is not None else RunServices(
+            clock, limits=config.limits, redact_headers=config.redact_headers,
+            http_allow=config.http_allow, secrets=config.secrets, faults=config.faults)
         self._emit = emit
         self._payload_text: str | None = None  # the payload's JSON text, encoded once
 

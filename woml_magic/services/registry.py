@@ -49,7 +49,11 @@ class RunServices:
         http_allow: tuple[str, ...] | None = None,
         secrets: Secrets | None = None,
         faults: tuple[Fault, ...] = (),
+        http: Handler | None = None,
     ) -> None:
+        """``http``: performs ``services.http.request`` instead of the run's
+        ``HttpService`` (the lab's model server, spec §11: no socket); it takes the
+        script's arguments and the call's scope, and answers or rejects as §4.1 says."""
         self._clock = clock
         self._limits = limits
         self._redact = redact_names(redact_headers)
@@ -59,7 +63,7 @@ class RunServices:
         self._http: HttpService | None = None
         self.handlers: dict[str, Handler] = {
             "sleep": self._sleep,
-            "http.request": self._http_request,
+            "http.request": http or self._http_request,
             "secret": self._secret,
         }
         if tuple(self.handlers) != SERVICE_NAMES:

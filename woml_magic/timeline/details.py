@@ -8,6 +8,11 @@ widget's script also opens when an attempt is selected, then, for a step that ma
 HTTP calls, its key lineage (spec §10.3, ``lineage``): ``div.woml-lineage``, a small
 table of every request that carried the step's key and the server's verdict. A call
 whose fault was injected (spec §10.2) says so in a ``span.woml-injected`` badge.
+
+Each step also shows its retry policy in other engines (spec §11, ``policy_targets``):
+``details.woml-policy-targets``, closed, with one ``div.woml-policy-target`` per target
+(its name, whether its waits are WOML's, the waits, the snippet and the warnings). They
+read one after another; the widget's script makes them tabs.
 """
 
 from __future__ import annotations
@@ -17,6 +22,8 @@ from collections.abc import Iterable
 
 from ..model import Attempt, Call, Run
 from ..outcomes import SUCCEEDED
+from ..policy import RetryPolicy
+from ..policy_targets import Translation, translate_all
 from .axis import format_time
 from .lanes import Lane
 from .lineage import KeyUse, StepLineage, fault_words, injected_of, step_lineage
@@ -128,7 +135,8 @@ def attempt_details_html(step_id: str, attempt: Attempt) -> str:
 
 def step_details_html(run: Run, lane: Lane) -> Iterable[str]:
     """One step's ``div.woml-step``: its status and policy in words, its full idempotency
-    key (selectable), one ``details`` per attempt and the attempts still planned."""
+    key (selectable), its policy in other engines, one ``details`` per attempt and the
+    attempts still planned."""
     sr = run.steps[lane.step_id]
     yield (
         f'<div class="woml-step" data-step="{esc(lane.step_id)}">'
@@ -138,6 +146,7 @@ def step_details_html(run: Run, lane: Lane) -> Iterable[str]:
         f'<div>idempotency key <code class="woml-key" style="user-select:all">'
         f"{esc(lane.key)}</code></div>"
     )
+    yield policy_targets_html(lane.step_id, sr.step.policy)
     for a in sorted(sr.attempts, key=lambda a: a.number):
         label = outcome_style(a.outcome).label
         end = "…" if a.ended_at is None else format_time(a.ended_at)
@@ -153,6 +162,63 @@ def step_details_html(run: Run, lane: Lane) -> Iterable[str]:
     if any(a.calls for a in sr.attempts):
         yield lineage_html(step_lineage(run, lane.step_id))
     yield "</div>"
+
+
+#: How the details panel names the engines of ``policy_targets.TARGETS`` (spec §11).
+TARGET_NAMES: dict[str, str] = {
+    "temporal": "Temporal",
+    "stepfunctions": "AWS Step Functions",
+    "tenacity": "tenacity",
+    "stamina": "stamina",
+}
+
+
+def policy_targets_html(step_id: str, policy: RetryPolicy) -> str:
+    """A step's retry policy in other engines (spec §11): ``details.woml-policy-targets
+    [data-step]``, summary "Retry policy in other engines", then per target of
+    ``translate_all`` a ``div.woml-policy-target[data-target, data-same]`` (see
+    ``target_html``)."""
+    return (
+        f'<details class="woml-policy-targets" data-step="{esc(step_id)}">'
+        "<summary>Retry policy in other engines</summary>"
+        + "".join(target_html(t) for t in translate_all(policy).values())
+        + "</details>"
+    )
+
+
+def target_html(t: Translation) -> str:
+    """One target's ``div.woml-policy-target[data-target, data-same]``:
+    ``p.woml-target-head`` (``strong.woml-target-name``, ``span.woml-same`` "same
+    schedule" or ``span.woml-differs`` "differs", ``span.woml-target-waits``: the
+    target's waits and, where they differ, WOML's), ``pre.woml-target-code > code``
+    (the snippet) and ``ul.woml-target-warnings`` (one ``li`` per warning, if any)."""
+    mark = '<span class="woml-same">same schedule</span>' if t.same else (
+        '<span class="woml-differs">differs</span>'
+    )
+    waits = _waits_words(t.delays) + (
+        ", as WOML" if t.same else f"; WOML {_waits_words(t.woml_delays)}"
+    )
+    out = [
+        f'<div class="woml-policy-target" data-target="{esc(t.target)}"'
+        f' data-same="{"true" if t.same else "false"}">'
+        f'<p class="woml-target-head"><strong class="woml-target-name">'
+        f"{esc(TARGET_NAMES.get(t.target, t.target))}</strong> · {mark} · "
+        f'<span class="woml-target-waits">{esc(waits)}</span></p>'
+        f'<pre class="woml-target-code"><code>{esc(t.code)}</code></pre>'
+    ]
+    if t.warnings:
+        out.append(
+            '<ul class="woml-target-warnings">'
+            + "".join(f"<li>{esc(w)}</li>" for w in t.warnings)
+            + "</ul>"
+        )
+    out.append("</div>")
+    return "".join(out)
+
+
+def _waits_words(delays: tuple[float, ...]) -> str:
+    """"waits 1s, 2s, 4s" as the axis writes times, or "no retry"."""
+    return "waits " + ", ".join(format_time(d) for d in delays) if delays else "no retry"
 
 
 #: The key lineage table's columns (spec §10.3).

@@ -21,6 +21,23 @@ step's key (``data-verdict`` one of ``lineage.VERDICT_WORDS``), then
 when they have something to say. The widget toggles ``woml-selected`` on the lineage
 rows of the selected attempt too.
 
+Each ``div.woml-step`` also has, after its key and before its attempts, the policy in
+other engines (spec §11, ``policy_targets.translate_all``):
+``details.woml-policy-targets[data-step]``, closed, summary "Retry policy in other
+engines", holding one ``div.woml-policy-target[data-target, data-same]`` per target in
+``policy_targets.TARGETS`` order (``data-same`` "true" or "false"): a
+``p.woml-target-head`` (``strong.woml-target-name``; ``span.woml-same`` "same schedule"
+or ``span.woml-differs`` "differs"; ``span.woml-target-waits``, the target's waits as
+the axis writes times and, where they differ, WOML's), ``pre.woml-target-code > code``
+(the snippet, verbatim) and ``ul.woml-target-warnings`` (one ``li`` per warning; absent
+without warnings). Without the script the four read one after another. The script makes
+them tabs: it puts a ``div.woml-target-tabs[role=tablist]`` before them, one
+``button.woml-target-tab[role=tab, data-target, aria-selected, aria-controls]`` per
+target (its name and "same" or "differs"), gives each ``div.woml-policy-target``
+``role=tabpanel`` and hides all but the selected one (the first, at first); click, the
+arrow keys, Home and End pick a tab. The live widget keeps which of these are open, the
+tab each shows and a focused tab across a redraw.
+
 In the SVG, ``g.woml-axis`` (ticks), one ``g.woml-break[data-t0, data-t1]`` per axis
 break, one ``g.woml-lane[data-step]`` per step whose ``g.woml-seg`` children are the
 segments (``woml-attempt``, ``woml-wait``, ``woml-planned``, ``woml-planned-wait``;
@@ -103,6 +120,30 @@ def scoped_style(r: str = ".woml-timeline") -> str:
         f"{r} tr.woml-lineage-row.woml-selected td{{font-weight:bold;background:{var('code-bg')}}}",
         f"{r} span.woml-injected{{display:inline-block;border:1px dashed {var('muted')};"
         "border-radius:3px;padding:0 3px;font-size:11px;white-space:nowrap}",
+        # The policy in other engines (spec §11): each target indented under its summary;
+        # "same schedule" and "differs" are words in a badge (a differing one dashed and
+        # bold), not colours.
+        f"{r} details.woml-policy-targets{{margin:2px 0 2px 12px}}",
+        f"{r} .woml-policy-target{{margin:4px 0 6px 12px}}",
+        f"{r} .woml-policy-target p{{margin:2px 0}}",
+        f"{r} .woml-policy-target pre code{{padding:0}}",
+        f"{r} ul.woml-target-warnings{{margin:2px 0;padding-left:18px}}",
+        f"{r} span.woml-same,{r} span.woml-differs{{display:inline-block;"
+        f"border:1px solid {var('muted')};border-radius:3px;padding:0 3px;font-size:11px;"
+        "white-space:nowrap}",
+        f"{r} span.woml-differs{{border-style:dashed;font-weight:bold}}",
+        # The tabs the script makes: the selected one bold, on the code background and
+        # underlined in the focus colour; not colour alone.
+        f"{r} .woml-target-tabs{{display:flex;flex-wrap:wrap;gap:2px;margin:4px 0 0 12px;"
+        f"border-bottom:1px solid {var('grid')}}}",
+        f"{r} .woml-target-tabs ~ .woml-policy-target{{margin-top:6px}}",
+        f"{r} button.woml-target-tab{{font:inherit;font-size:12px;color:{var('text')};"
+        f"background:none;border:1px solid {var('grid')};border-bottom:none;"
+        "border-radius:3px 3px 0 0;padding:2px 8px;cursor:pointer}",
+        f"{r} button.woml-target-tab[aria-selected=true]{{font-weight:bold;"
+        f"background:{var('code-bg')};box-shadow:inset 0 -2px 0 {var('focus')}}}",
+        f"{r} button.woml-target-tab:focus-visible{{outline:2px solid {var('focus')};"
+        "outline-offset:1px}",
     ]
     return "<style>" + "".join(rules) + "</style>"
 

@@ -35,7 +35,7 @@ import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from ..events import JSON
 from ..model import Call, Run
@@ -59,7 +59,7 @@ VERDICT_WORDS: dict[KeyVerdict, str] = {
     "executed": "executed",
     "replayed": "replayed",
     "rejected-409": "rejected 409 (in flight)",
-    "rejected-422": "rejected 422 (reused with a different body)",
+    "rejected-422": "rejected (key reused with a different body)",
     "rejected-400": "rejected 400 (key missing)",
     "error": "error answer",
     "no-answer": "no answer",
@@ -69,7 +69,7 @@ VERDICT_WORDS: dict[KeyVerdict, str] = {
 #: Each verdict in the summary's counts ("2 errors, 1 executed"), one and several.
 _SHORT: dict[str, str] = {
     "rejected-409": "rejected 409",
-    "rejected-422": "rejected 422",
+    "rejected-422": "rejected as reused",
     "rejected-400": "rejected 400",
     "no-answer": "no answer",
 }
@@ -360,8 +360,8 @@ def _answer_discarded(call: Call) -> bool:
 def _problem(call: Call) -> str:
     """The server's own words for an error answer: a problem's ``detail`` or ``title``
     (RFC 9457), or a ``message``/``error`` string, cut short."""
-    data = _data(call)
-    if isinstance(data, dict):
+    data = _error_object(call)
+    if data:
         for field in ("detail", "title", "message", "error"):
             value = data.get(field)
             if isinstance(value, str) and value.strip():
@@ -370,13 +370,27 @@ def _problem(call: Call) -> str:
     return ""
 
 
-def _about_the_key(call: Call) -> bool:
-    """Whether an error answer is about the idempotency key (its problem says so)."""
+def _error_object(call: Call) -> dict[str, Any]:
+    """The answer's problem fields: RFC 9457 at the top level, or nested under
+    ``error`` as the payment-API family answers (``{"error": {"type", "message"}}``)."""
     data = _data(call)
     if not isinstance(data, dict):
-        return False
-    text = " ".join(str(data.get(f, "")) for f in ("type", "title", "detail"))
+        return {}
+    nested = data.get("error")
+    return nested if isinstance(nested, dict) else data
+
+
+def _about_the_key(call: Call) -> bool:
+    """Whether an error answer is about the idempotency key (its problem says so)."""
+    problem = _error_object(call)
+    text = " ".join(str(problem.get(f, "")) for f in ("type", "code", "title", "detail"))
     return "idempotency" in text.lower()
+
+
+def _key_reused(call: Call) -> bool:
+    """A 400 that says the key was used before with other parameters (the payment-API
+    family's ``idempotency_error``; the demo API answers 422 for the same)."""
+    return _error_object(call).get("type") == "idempotency_error"
 
 
 def _with_words(reason: str, call: Call) -> str:
@@ -411,8 +425,9 @@ def _verdict(call: Call, *, keyed: bool) -> tuple[KeyVerdict, str]:
         return "rejected-409", _with_words(
             f"a request with the key was still in flight{after}", call
         )
-    if keyed and status == 422:
-        return "rejected-422", _with_words("the key was reused with a different body", call)
+    if keyed and (status == 422 or (status == 400 and _key_reused(call))):
+        return "rejected-422", _with_words(
+            f"the key was reused with a different body (answered {status})", call)
     if status == 400 and _about_the_key(call):
         if keyed:
             return "rejected-400", _with_words("the server refused the key", call)

@@ -10,6 +10,8 @@
 //
 // Everything is scoped to one `.woml-timeline` root: several timelines on a page never
 // interfere, and attaching twice to the same root returns the first controller.
+// Each step's policy in other engines (spec §11) reads as four sections without this
+// script; it makes them tabs.
 
 const womlTimeline = (() => {
   "use strict";
@@ -179,6 +181,7 @@ const womlTimeline = (() => {
       if (!options.styled) ensureStyle(root);
       this.on(root, "click", (e) => this.clicked(e));
       this.on(root, "keydown", (e) => this.keyed(e));
+      this.setUpTargets();
       this.finished = (root.getAttribute("data-status") || "running") !== "running";
       if (this.finished) this.setUpReplay();
     }
@@ -208,6 +211,11 @@ const womlTimeline = (() => {
     }
 
     clicked(e) {
+      const tab = this.tabOf(e.target);
+      if (tab !== null) {
+        this.showTarget(tab.closest("details.woml-policy-targets"), tab.dataset.target, false);
+        return;
+      }
       const seg = this.attemptOf(e.target);
       if (seg !== null) {
         this.toggle(seg);
@@ -221,6 +229,11 @@ const womlTimeline = (() => {
     }
 
     keyed(e) {
+      const tab = this.tabOf(e.target);
+      if (tab !== null) {
+        this.tabKeyed(e, tab);
+        return;
+      }
       if (e.key !== "Enter" && e.key !== " ") return;
       const seg = this.attemptOf(e.target);
       if (seg === null) return;
@@ -257,6 +270,87 @@ const womlTimeline = (() => {
       if (shown !== null && scroll) shown.scrollIntoView({ behavior: "smooth", block: "nearest" });
     }
 
+    // --- the policy in other engines: one tab per target (spec §11) -----------------
+
+    /** Put a tab strip before the targets of each `details.woml-policy-targets`, one
+     * `button.woml-target-tab` per `div.woml-policy-target` (now its tab panel), and
+     * show the first. */
+    setUpTargets() {
+      const prefix = (this.root.id || "woml-tl") + "-target-";
+      let count = 0;
+      for (const box of this.root.querySelectorAll("details.woml-policy-targets")) {
+        if (!this.own(box)) continue;
+        // A saved copy of a page this script already filled: fill it afresh.
+        for (const old of box.querySelectorAll(":scope > .woml-target-tabs")) old.remove();
+        const panels = [...box.querySelectorAll(":scope > .woml-policy-target")];
+        if (panels.length === 0) continue;
+        const strip = document.createElement("div");
+        strip.className = "woml-target-tabs";
+        strip.setAttribute("role", "tablist");
+        strip.setAttribute("aria-label", "Retry policy in other engines");
+        for (const panel of panels) {
+          count += 1;
+          const tab = document.createElement("button");
+          tab.type = "button";
+          tab.className = "woml-target-tab";
+          tab.id = prefix + count;
+          tab.setAttribute("role", "tab");
+          tab.dataset.target = panel.dataset.target || "";
+          const name = panel.querySelector(".woml-target-name");
+          const same = panel.dataset.same === "true" ? "same" : "differs";
+          tab.textContent = (name ? name.textContent : tab.dataset.target) + " \u00b7 " + same;
+          panel.id = prefix + count + "-panel";
+          panel.setAttribute("role", "tabpanel");
+          panel.setAttribute("aria-labelledby", tab.id);
+          tab.setAttribute("aria-controls", panel.id);
+          strip.append(tab);
+        }
+        panels[0].before(strip);
+        this.showTarget(box, panels[0].dataset.target, false);
+      }
+    }
+
+    tabOf(target) {
+      const tab = target instanceof Element ? target.closest("button.woml-target-tab") : null;
+      return tab !== null && this.own(tab) ? tab : null;
+    }
+
+    /** Show `target`'s panel in `box` (a `details.woml-policy-targets`), hide the others;
+     * the shown tab is the one Tab reaches (and is focused when `focus`). */
+    showTarget(box, target, focus) {
+      if (box === null) return;
+      const tabs = box.querySelectorAll(":scope > .woml-target-tabs > .woml-target-tab");
+      if (![...tabs].some((t) => t.dataset.target === target)) return;
+      for (const tab of tabs) {
+        const mine = tab.dataset.target === target;
+        tab.setAttribute("aria-selected", String(mine));
+        tab.tabIndex = mine ? 0 : -1;
+        if (mine && focus) tab.focus();
+      }
+      for (const panel of box.querySelectorAll(":scope > .woml-policy-target")) {
+        panel.hidden = panel.dataset.target !== target;
+      }
+    }
+
+    shownTarget(box) {
+      const tab = box.querySelector(':scope > .woml-target-tabs > [aria-selected="true"]');
+      return tab !== null ? tab.dataset.target : null;
+    }
+
+    /** The tab pattern's keys: arrows move to the next or previous tab (round), Home
+     * and End to the first and last; the tab moved to is shown. */
+    tabKeyed(e, tab) {
+      const tabs = [...tab.parentElement.querySelectorAll(":scope > .woml-target-tab")];
+      const i = tabs.indexOf(tab);
+      const n = tabs.length;
+      const to = { ArrowRight: i + 1, ArrowDown: i + 1, ArrowLeft: i - 1, ArrowUp: i - 1,
+        Home: 0, End: n - 1 }[e.key];
+      if (to === undefined) return;
+      e.preventDefault();
+      const next = tabs[(to + n) % n];
+      this.showTarget(tab.closest("details.woml-policy-targets"), next.dataset.target, true);
+    }
+
     // --- state across a live redraw ----------------------------------------------
 
     state() {
@@ -265,8 +359,14 @@ const womlTimeline = (() => {
       if (active !== null && this.root.contains(active)) {
         const seg = active.closest(".woml-seg");
         const det = active.closest("details.woml-attempt-details");
+        const targets = active.closest("details.woml-policy-targets");
         if (seg !== null) focus = ["seg", ...segKey(seg)];
         else if (det !== null) focus = ["details", ...segKey(det)];
+        else if (targets !== null && active.matches("button.woml-target-tab")) {
+          focus = ["tab", targets.dataset.step, active.dataset.target];
+        } else if (targets !== null && active.parentElement === targets) {
+          focus = ["targets", targets.dataset.step, null];
+        }
       }
       const scroller = this.root.querySelector(".woml-scroll");
       return {
@@ -276,6 +376,12 @@ const womlTimeline = (() => {
           .map(segKey),
         focus,
         scrollLeft: scroller ? scroller.scrollLeft : 0,
+        // Per step: its policy in other engines open or not, and the tab shown.
+        targets: [...this.root.querySelectorAll("details.woml-policy-targets")].map((d) => [
+          d.dataset.step,
+          d.open,
+          this.shownTarget(d),
+        ]),
       };
     }
 
@@ -284,9 +390,26 @@ const womlTimeline = (() => {
       for (const d of this.root.querySelectorAll("details.woml-attempt-details")) {
         if (s.open.some((k) => sameKey(d, k))) d.open = true;
       }
+      for (const d of this.root.querySelectorAll("details.woml-policy-targets")) {
+        const was = (s.targets || []).find(([step]) => step === d.dataset.step);
+        if (was === undefined) continue;
+        d.open = was[1];
+        if (was[2] !== null) this.showTarget(d, was[2], false);
+      }
       const scroller = this.root.querySelector(".woml-scroll");
       if (scroller) scroller.scrollLeft = s.scrollLeft;
-      if (s.focus !== null) {
+      if (s.focus !== null && (s.focus[0] === "tab" || s.focus[0] === "targets")) {
+        const [kind, step, target] = s.focus;
+        for (const d of this.root.querySelectorAll("details.woml-policy-targets")) {
+          if (d.dataset.step !== step) continue;
+          const el = kind === "tab"
+            ? [...d.querySelectorAll("button.woml-target-tab")].find(
+                (t) => t.dataset.target === target)
+            : d.querySelector(":scope > summary");
+          if (el) el.focus({ preventScroll: true });
+          break;
+        }
+      } else if (s.focus !== null) {
         const [kind, step, n] = s.focus;
         // Only attempts take focus (a wait shares its attempt's data-n).
         const sel = kind === "seg" ? ".woml-seg[tabindex]" : "details.woml-attempt-details > summary";
