@@ -18,7 +18,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "woml_magic"
 LAYERS: dict[str, tuple[str, ...]] = {
     "vocabulary": ("errors", "outcomes", "limits", "policy", "policy_targets", "redaction",
                    "events", "clock", "runloop", "_lazy"),
-    "document": ("model", "scan", "scan_messages", "parse", "explain", "lint"),
+    "document": ("model", "scan", "scan_messages", "parse", "explain", "lint", "lint."),
     "runtime": ("runtime.", "runtime"),
     "services": ("services.", "services"),
     "journal": ("journal.", "journal"),

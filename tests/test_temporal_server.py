@@ -221,9 +221,9 @@ def test_a_server_outlives_the_thread_that_started_it() -> None:
 
 CHILD = """\
 import sys, time
-from woml_magic.temporal import server
+from woml_magic.temporal import process, server
 if sys.argv[1] == "watcher":
-    server._pdeathsig_guard = lambda: None  # as where there is no prctl (macOS)
+    process._pdeathsig_guard = lambda: None  # as where there is no prctl (macOS)
 dev = server.DevServer().start()
 print(dev.pid, flush=True)
 time.sleep(120)

