@@ -18,7 +18,7 @@ from typing import Any
 
 BENCH = Path(__file__).resolve().parent
 MODULES = ["parse", "worker", "engine", "http_calls", "journal", "timeline", "cell", "steps",
-           "temporal"]
+           "temporal", "lab"]
 
 
 def _load(name: str) -> Any:

@@ -20,7 +20,7 @@ def test_public_surface_is_exactly_all() -> None:
     """STYLE 9: __all__ is explicit and every name in it resolves."""
     assert sorted(wm.__all__) == sorted([
         "Attempt", "AttemptError", "Call", "RetryPolicy", "Run", "RunHandle", "Step",
-        "StepRun", "Workflow", "WomlError", "WomlSyntaxError", "__version__",
+        "StepRun", "Workflow", "WomlError", "WomlSyntaxError", "__version__", "lab",
         "load_ipython_extension", "parse", "run", "run_async", "start",
         "unload_ipython_extension",
     ])

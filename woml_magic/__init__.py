@@ -10,9 +10,12 @@ from typing import TYPE_CHECKING
 
 from ._lazy import lazy_exports
 
-# Imported eagerly: the function shares its name with the module woml_magic.parse, and
-# the first `from .parse import …` anywhere would otherwise rebind woml_magic.parse to
-# the module, so `wm.parse(text)` would fail with "module is not callable".
+# Imported eagerly: each function shares its name with a submodule (woml_magic.parse,
+# the subpackage woml_magic.lab), and the first `from .parse import …` or `import
+# woml_magic.lab.server` anywhere would otherwise rebind the name to the module, so
+# `wm.parse(text)` would fail with "module is not callable". woml_magic.lab is light:
+# the engine loads on the first lab.
+from .lab import lab
 from .parse import parse
 
 __version__ = "0.1.0"
@@ -30,6 +33,7 @@ __all__ = [
     "WomlSyntaxError",
     "Workflow",
     "__version__",
+    "lab",
     "load_ipython_extension",
     "parse",
     "run",
