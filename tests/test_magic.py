@@ -628,3 +628,29 @@ return r.status;
         assert len(api.records("charges")) == 1
     with pytest.raises(UsageError, match="create-charge@x=drop-response"):
         woml(ip, '--simulate --fault "create-charge@x=drop-response"', SUCCEEDS)
+
+
+def test_clients_runs_the_lab_and_its_flags_need_it(ip: InteractiveShell) -> None:
+    """spec §11: `%%woml --clients N` runs N real clients on the lab's simulated clock
+    against a server model; the value is the LabResult; lab flags need --clients."""
+    doc = """<step id="call" retry="3" retry-delay="1s"><script>
+const r = await services.http.request({method: "POST", url: "http://model/orders"});
+return r.status;
+</script></step>"""
+    result = woml(ip, '--clients 20 --seed 3 --outage 0s..1.5s --what-if "jitter=full" '
+                      "--out lab_result", doc)
+    assert ip.user_ns["lab_result"] is result
+    assert len(result.runs) == 20
+    assert all(run.status == "succeeded" for run in result.runs)
+    # attempts at 0 s and 1 s fall in the outage (503), the one at 2 s gets 201
+    assert {len(run.steps["call"].attempts) for run in result.runs} == {3}
+    again = woml(ip, "--clients 20 --seed 3 --outage 0s..1.5s", doc)
+    assert again.traffic == result.traffic  # deterministic from the seed
+    assert any("not WOML semantics" in str(label) for label in result.overlays)
+    with pytest.raises(UsageError, match="--outage applies to the retry lab only"):
+        woml(ip, "--outage 0s..1s", doc)
+    with pytest.raises(UsageError, match="--resume does not apply to --clients"):
+        woml(ip, "--clients 2 --resume r", doc)
+    with pytest.raises(UsageError, match="give 1 to 100,000 clients"):
+        woml(ip, "--clients 0", doc)
+    ip.user_ns.pop("lab_result", None)

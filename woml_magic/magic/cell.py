@@ -21,7 +21,7 @@ from __future__ import annotations
 import getpass
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
@@ -34,6 +34,9 @@ from ..parse import parse
 from . import options
 from .display import LiveView, RunTable, display, show_lint, static_bundle
 from .settings import settings_for
+
+if TYPE_CHECKING:
+    from ..lab import LabResult
 from .support import (
     CANCEL_WAIT_S,
     as_usage_errors,
@@ -145,15 +148,34 @@ class WomlMagics(Magics):
         "create-charge@1=drop-response; repeatable; ATTEMPT may be *.",
     )
     @argument("--no-lint", action="store_true", help="Show no idempotency-key warnings.")
+    @argument("--clients", metavar="N", type=int, default=None,
+              help="The retry lab (spec §11): N virtual clients of this workflow on one "
+              "simulated clock against a server model; the value is a LabResult.")
+    @argument("--seed", metavar="S", type=int, default=0, help="With --clients: the seed.")
+    @argument("--server", metavar="MODEL|URL", default=None,
+              help="With --clients: a model (unlimited, capacity, throttle, occ) or the URL "
+              "of an API on this machine; default a model with ample capacity.")
+    @argument("--capacity", metavar="R", type=float, default=None,
+              help="With --clients: the model's capacity in requests/s.")
+    @argument("--outage", metavar="A..B", default=None,
+              help="With --clients: every request in this window fails (e.g. 10s..40s).")
+    @argument("--throttle", action="store_true",
+              help="With --clients: over capacity, answer 429 with Retry-After.")
+    @argument("--what-if", metavar="OVERLAY", action="append", default=None,
+              help="With --clients: jitter=full|equal|decorrelated, budget=10%% — beside "
+              "WOML's schedule, never WOML semantics (repeatable).")
     # IPython 9 types its magic decorators so that no function fits (8.x is untyped).
     @cell_magic("woml")  # type: ignore[arg-type,unused-ignore]
-    def woml_cell(self, line: str, cell: str) -> Run:
+    def woml_cell(self, line: str, cell: str) -> Run | LabResult:
         """Run the WOML document in this cell (spec §6.1); its value is the ``Run``."""
         args = parse_args(self.woml_cell, line)
         source = f"%%woml {line}\n{cell}"  # the cell as the editor shows it (spec §2.3)
         options.check_combinations(args)
+        options.check_lab(args)
         payload = options.payload(args.payload, self.settings, self._shell)
         workflow = self._parse(cell, source)
+        if args.clients is not None:
+            return self._lab(args, workflow, payload, source)
         journal = self._journal(args.journal)
         with as_usage_errors(None):
             api.check_journal(journal, run_id=args.run_id if args.resume is None else None,
@@ -186,6 +208,22 @@ class WomlMagics(Magics):
         if args.out is not None:
             self._shell.user_ns[args.out] = run
         return run
+
+    def _lab(self, args: Any, workflow: Workflow, payload: Any, source: str) -> LabResult:
+        """``--clients N``: the retry lab (spec §11); the cell's value is its result."""
+        from ..lab import lab  # the lab's engine and plots load on first use
+
+        options.check_lab(args)
+        if not args.no_lint:
+            show_lint(workflow)
+        with as_usage_errors(source):
+            result = lab(workflow, clients=args.clients, seed=args.seed, server=args.server,
+                         capacity=args.capacity, outage=args.outage,
+                         throttle=args.throttle or None, what_if=args.what_if or (),
+                         payload=payload)
+        if args.out is not None:
+            self._shell.user_ns[args.out] = result
+        return result
 
     def _foreground(self, handle: api.RunHandle, live: bool, out: str | None) -> Run:
         """Block the cell until the run ends (spec §6.1); the cell's thread only waits.

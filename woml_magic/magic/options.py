@@ -107,3 +107,32 @@ def secrets(
         found[name] = os.environ[name]
     found.update(session)
     return found or None
+
+
+#: Options that mean one run, not a lab of many (spec §11).
+_NOT_IN_A_LAB = ("resume", "run_id", "retry_interrupted", "background", "engine", "temporal",
+                 "fault")
+#: Options that mean a lab (spec §11).
+_LAB_ONLY = ("server", "capacity", "outage", "what_if")
+
+
+def check_lab(args: Any) -> None:
+    """``--clients`` and the options that go with it (spec §11)."""
+    if args.clients is None:
+        given = [name for name in _LAB_ONLY if getattr(args, name) is not None]
+        if args.throttle:
+            given.append("throttle")
+        if given:
+            flag = "--" + given[0].replace("_", "-")
+            raise UsageError(f"{flag} applies to the retry lab only: add --clients N")
+        return
+    if not 1 <= args.clients <= 100_000:
+        raise UsageError(f"--clients {args.clients}: give 1 to 100,000 clients")
+    for name in _NOT_IN_A_LAB:
+        if getattr(args, name) not in (None, False):
+            raise UsageError(
+                f"--{name.replace('_', '-')} does not apply to --clients: the lab runs many "
+                "fresh clients on the simulated clock of one lab (spec §11)"
+            )
+    if args.clock == "real":
+        raise UsageError("--clients runs on the lab's simulated clock; drop --clock real")
