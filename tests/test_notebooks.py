@@ -6,9 +6,9 @@ notebook fails on any error output or any traceback on stderr, and each lesson i
 checked against the facts it prints: the charge counts of the duplicate-charge lesson
 (spec §4.2, §8), the schedules of spec §3.1, the fail-closed outcomes of spec §3.2,
 the key formula of spec §3.5, the resume message of spec §5.3, the parity of the
-local and Temporal engines of spec §9 and the secrets, faults and key lineage of spec
-§10. Each committed notebook is also exactly what its percent-format source builds
-(``notebooks/build.py``).
+local and Temporal engines of spec §9, the secrets, faults and key lineage of spec
+§10 and the retry storms of the lab, spec §11. Each committed notebook is also exactly
+what its percent-format source builds (``notebooks/build.py``).
 """
 
 # nbformat ships no type information (STYLE 8).
@@ -127,6 +127,16 @@ FACTS: dict[str, list[str]] = {
         "requests the provider received since the reset: 5",
         "  with the key: 4",
         "  with the key and a stray x: 1",
+    ],
+    "07-retry-storms.ipynb": [
+        # spec §3.1 against contention: every wave has one winner, 1 + … + 10 + 40 × 10
+        "real scripts: 50 clients, 455 calls, 10 succeeded",
+        "WOML's schedule sent more calls than full jitter at every seed: True",
+        "the outage ends at 40s",
+        "with a 10% budget the server recovered earlier: True",
+        # spec §11: the same policy in other engines, with what cannot be said
+        "temporal: same waits and attempts as WOML: True",
+        "stepfunctions: same waits and attempts as WOML: False",
     ],
 }
 
@@ -314,6 +324,78 @@ def test_notebook_06_replays_the_keyed_charge_duplicates_the_unkeyed_one_and_kee
     assert f"Invalid API Key provided: {reference('PROVIDER_TEST_KEY')}x" in "\n".join(
         stdout_lines(nb))
     assert PROVIDER_TEST_KEY not in nbformat.writes(nb)
+
+
+def test_notebook_07_shows_the_retry_storm_results_of_spec_11(
+    executed: dict[str, nbformat.NotebookNode], tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    # spec §11: the lab's qualitative claims, from the figures the notebook printed.
+    nb = run_once("07-retry-storms.ipynb", executed, tmp_path_factory)
+    lines = stdout_lines(nb)
+
+    # Contention (the AWS "Exponential Backoff And Jitter" result), at every seed shown:
+    # WOML's un-jittered schedule sends more calls, in synchronized waves.
+    occ = re.compile(r"seed (\d+) · calls: WOML (\d+), full jitter (\d+) · clients succeeded: "
+                     r"(\d+) vs (\d+) · calls in the busiest 10% of 20 ms bins: (\d+)% vs "
+                     r"(\d+)% · peak/mean: [\d.]+ vs [\d.]+")
+    seeds = [tuple(map(int, m.groups())) for line in lines if (m := occ.fullmatch(line))]
+    assert [s[0] for s in seeds] == [0, 1, 2, 3, 4]
+    for _, woml, jitter, woml_ok, jitter_ok, woml_waves, jitter_waves in seeds:
+        assert woml > jitter * 1.3
+        assert jitter_ok > woml_ok
+        assert woml_waves >= 95
+        assert woml_waves > jitter_waves + 15
+
+    # 1,000 clients and a 30 s outage: overloaded long after it without a budget.
+    outage = re.compile(r"(.+): ([\d,]+) calls · mean load 40s–60s: ([\d.]+)/s · "
+                        r"recovered at (\d+)s · succeeded .*")
+    storm = {m[1]: (int(m[2].replace(",", "")), float(m[3]), int(m[4]))
+             for line in lines if (m := outage.fullmatch(line))}
+    woml = storm["WOML schedule (no jitter)"]
+    budget = storm["what-if: retry budget 10% (not WOML semantics)"]
+    assert "what-if: full jitter (not WOML semantics)" in storm
+    assert woml[1] > 1.5 * 15  # the capacity
+    assert woml[2] >= 40 + 30
+    assert budget[2] <= 40 + 5
+    assert budget[2] < woml[2]
+    assert budget[0] < woml[0] / 2
+
+    # Two retrying layers: attempts ** layers on a dead server, more than 1.5× in the outage.
+    layer = re.compile(r"(\d) layers?: a dead server gets (\d+) calls per client; the outage: "
+                       r"[\d,]+ calls, ([\d.]+) per client, recovered at \d+s")
+    layers = {int(m[1]): (int(m[2]), float(m[3])) for line in lines
+              if (m := layer.fullmatch(line))}
+    assert layers[1][0] == 4
+    assert layers[2][0] == 16
+    assert layers[2][1] > 1.5 * layers[1][1]
+    assert layers[2][1] > 1.5
+
+    # Duplicate charges against the demo API (spec §4.2, §3.5, §8): 5 responses lost.
+    table = {}
+    for line in lines:
+        cells = [c.strip() for c in line.split("|")]
+        if len(cells) == 6 and cells[0] in ("no key", "stable key", "per-attempt key"):
+            table[cells[0]] = (int(cells[1]), int(cells[2]), int(cells[3]), cells[4], cells[5])
+    assert table["no key"] == (20, 20, 0, "15 succeeded, 5 failed closed (ambiguous)",
+                               "unkeyed-post")
+    assert table["stable key"] == (20, 20, 0, "20 succeeded, 0 failed closed (ambiguous)",
+                                   "—")
+    clients, charges, duplicates, runs, linter = table["per-attempt key"]
+    assert runs == "20 succeeded, 0 failed closed (ambiguous)"  # every run "succeeded"...
+    assert duplicates > 0  # ...and charged twice where a response was lost
+    assert charges == clients + duplicates
+    assert linter == "per-attempt-key"
+
+    # What-ifs are labelled as not WOML semantics, beside the real runs, in the display.
+    shown = "\n".join(
+        out.data.get("text/html", "")
+        for cell in nb.cells
+        for out in cell.get("outputs", [])
+        if out.output_type in ("display_data", "execute_result")
+    )
+    assert "what-if: full jitter (not WOML semantics) · model only" in shown
+    assert 'class="woml-timeline"' in shown  # the sampled clients' real runs
+    assert shown.count('class="woml-lab-figure"') >= 4 + 3
 
 
 def load_builder() -> ModuleType:
