@@ -253,3 +253,15 @@ def test_a_lab_with_overlays_never_changes_a_plain_run(doc: str, seed: int) -> N
     # A lab client is a plain run with its own id: the same outcomes and waits.
     lone = wm.run(doc, clock="simulated", run_id=f"lab-{seed}-0")
     assert shape(lone) == shape(plain.runs[0])
+
+
+def test_lab_and_lab_async_take_one_set_of_options_and_name_the_allowed_ones() -> None:
+    """One ``LabOptions`` for both (issue 13's rule: no repeated signatures); a typo is a
+    TypeError that lists what is allowed, before anything runs."""
+    import woml_magic as wm
+    from woml_magic.lab import LabOptions
+
+    with pytest.raises(TypeError, match=r"unexpected keyword argument 'outages'.*outage"):
+        wm.lab('<step id="s"><script>return 1;</script></step>', clients=1,
+               outages="1s..2s")  # type: ignore[call-arg]
+    assert {"seed", "server", "outage", "what_if", "sample"} <= set(LabOptions.__annotations__)

@@ -33,7 +33,7 @@ import html
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypedDict
 
 from ..errors import WomlError
 from ..policy import format_duration
@@ -57,11 +57,13 @@ from .simulate import (
 from .whatif import NOT_WOML, WhatIf
 
 if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
     from ..model import Run, Workflow
     from ..policy import RetryPolicy
     from .plots import LabFigure
 
-__all__ = ["LabModelError", "LabResult", "ModelServer", "WhatIf", "lab", "lab_async"]
+__all__ = ["LabModelError", "LabOptions", "LabResult", "ModelServer", "WhatIf", "lab", "lab_async"]
 
 #: The most real clients one lab runs (each is a real run; the model path,
 #: ``simulate``, takes up to 100,000).
@@ -339,22 +341,26 @@ class _Plan:
     workers: int
 
 
+class LabOptions(TypedDict, total=False):
+    """How to run a lab (spec §11): the keyword arguments of ``lab`` and ``lab_async``
+    beside ``clients`` (see ``lab`` for each)."""
+
+    seed: int
+    server: ModelServer | str | RealAPI | None
+    capacity: float | None
+    outage: str | tuple[float, float] | None
+    throttle: bool | None
+    occ: bool | None
+    start_spread: float
+    arrivals: Arrivals | str | None
+    what_if: str | WhatIf | Sequence[str | WhatIf]
+    sample: int
+    payload: Any
+    workers: int | None
+
+
 def lab(
-    text_or_workflow: str | Workflow,
-    *,
-    clients: int,
-    seed: int = 0,
-    server: ModelServer | str | RealAPI | None = None,
-    capacity: float | None = None,
-    outage: str | tuple[float, float] | None = None,
-    throttle: bool | None = None,
-    occ: bool | None = None,
-    start_spread: float = 0.0,
-    arrivals: Arrivals | str | None = None,
-    what_if: str | WhatIf | Sequence[str | WhatIf] = (),
-    sample: int = 3,
-    payload: Any = None,
-    workers: int | None = None,
+    text_or_workflow: str | Workflow, *, clients: int, **options: Unpack[LabOptions]
 ) -> LabResult:
     """Run ``clients`` real clients of a workflow against a server and return what
     happened (spec §11); blocks until every client's run has ended.
@@ -376,8 +382,7 @@ def lab(
     """
     from ..runloop import run_loop
 
-    plan = _plan(text_or_workflow, clients, seed, server, capacity, outage, throttle, occ,
-                 start_spread, arrivals, what_if, sample, payload, workers)
+    plan = _plan(text_or_workflow, clients, dict(options))
     loop = run_loop()
     if loop.is_current():
         raise WomlError("wm.lab() was called from the run loop itself; await "
@@ -393,28 +398,13 @@ def lab(
 
 
 async def lab_async(
-    text_or_workflow: str | Workflow,
-    *,
-    clients: int,
-    seed: int = 0,
-    server: ModelServer | str | RealAPI | None = None,
-    capacity: float | None = None,
-    outage: str | tuple[float, float] | None = None,
-    throttle: bool | None = None,
-    occ: bool | None = None,
-    start_spread: float = 0.0,
-    arrivals: Arrivals | str | None = None,
-    what_if: str | WhatIf | Sequence[str | WhatIf] = (),
-    sample: int = 3,
-    payload: Any = None,
-    workers: int | None = None,
+    text_or_workflow: str | Workflow, *, clients: int, **options: Unpack[LabOptions]
 ) -> LabResult:
     """``lab`` for a running event loop, with the same arguments: the lab runs on the
     package's run loop (spec §6.3) while this awaits; cancelling cancels the lab."""
     from ..runloop import run_loop
 
-    plan = _plan(text_or_workflow, clients, seed, server, capacity, outage, throttle, occ,
-                 start_spread, arrivals, what_if, sample, payload, workers)
+    plan = _plan(text_or_workflow, clients, dict(options))
     loop = run_loop()
     if loop.is_current():
         return await _lab(plan)
@@ -428,14 +418,17 @@ async def lab_async(
         raise
 
 
-def _plan(
-    text_or_workflow: str | Workflow, clients: int, seed: int,
-    server: ModelServer | str | RealAPI | None, capacity: float | None,
-    outage: str | tuple[float, float] | None, throttle: bool | None, occ: bool | None,
-    start_spread: float, arrivals: Arrivals | str | None,
-    what_if: str | WhatIf | Sequence[str | WhatIf], sample: int, payload: Any,
-    workers: int | None,
-) -> _Plan:
+def _plan(text_or_workflow: str | Workflow, clients: int, options: dict[str, Any]) -> _Plan:
+    unknown = sorted(set(options) - set(LabOptions.__annotations__))
+    if unknown:
+        raise TypeError(f"lab() got an unexpected keyword argument {unknown[0]!r}; it takes "
+                        f"clients and {', '.join(LabOptions.__annotations__)}")
+    seed = options.get("seed", 0)
+    sample = options.get("sample", 3)
+    workers = options.get("workers")
+    start_spread = options.get("start_spread", 0.0)
+    arrivals = options.get("arrivals")
+    payload = options.get("payload")
     from ..model import Workflow
     from ..parse import parse
     from .runner import DEFAULT_WORKERS
@@ -459,8 +452,9 @@ def _plan(
     workers = DEFAULT_WORKERS if workers is None else workers
     if isinstance(workers, bool) or not isinstance(workers, int) or not 1 <= workers <= 16:
         raise LabModelError(f"workers must be a whole number from 1 to 16, got {workers!r}")
-    model, url = _server(server, capacity, outage, throttle, occ)
-    overlays = _overlays(what_if)
+    model, url = _server(options.get("server"), options.get("capacity"),
+                         options.get("outage"), options.get("throttle"), options.get("occ"))
+    overlays = _overlays(options.get("what_if", ()))
     if overlays and model is None:
         raise LabModelError("what-if overlays are model-only simulations: give a model "
                             "server (server=None, a preset or a ModelServer), not a real "
