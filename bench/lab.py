@@ -26,7 +26,7 @@ import time
 from typing import Any
 
 import woml_magic as wm
-from woml_magic.lab.runner import DEFAULT_WORKERS
+from woml_magic.lab.labclock import DEFAULT_WORKERS
 from woml_magic.lab.server import ModelServer
 from woml_magic.lab.simulate import simulate_many
 
