@@ -8,24 +8,13 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import procs
 import pytest
 
 
 def child_pids() -> set[int]:
     """Live child processes of this process (read from /proc; no psutil needed)."""
-    me = str(os.getpid())
-    kids: set[int] = set()
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if fields[1] == me and fields[0] != "Z":
-            kids.add(int(entry))
-    return kids
+    return procs.children(os.getpid())
 
 
 def rss_mb() -> float:

@@ -30,6 +30,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from procs import alive, descendants
+
 ROOT = Path(__file__).resolve().parents[1]
 
 #: How long a ``woml worker`` may take to print its ready line.
@@ -52,37 +54,6 @@ def wait_for(predicate: Callable[[], bool], timeout: float, interval: float = 0.
 
 
 # -- processes -------------------------------------------------------------------------
-
-
-def alive(pid: int) -> bool:
-    """Whether ``pid`` runs (a zombie nobody reaped has ended)."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
-
-
-def descendants(pid: int) -> set[int]:
-    """Live descendants of ``pid`` (children, their children, …), from /proc."""
-    parents: dict[int, int] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if fields[0] != "Z":
-            parents[int(entry)] = int(fields[1])
-    found: set[int] = set()
-    frontier = {pid}
-    while frontier:
-        frontier = {child for child, parent in parents.items()
-                    if parent in frontier and child not in found}
-        found |= frontier
-    return found
 
 
 class WorkerProcess:

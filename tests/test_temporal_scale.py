@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
+from procs import alive
 from temporal_helpers import (
     AUDIT_SITE,
     AuditLog,
@@ -30,7 +31,6 @@ from temporal_helpers import (
     HoldServer,
     SocketSampler,
     WorkerProcess,
-    alive,
     audit_not_loopback,
     history_events,
     inet_sockets,

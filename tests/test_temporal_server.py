@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import IO
 
 import pytest
+from procs import alive
 
 from woml_magic.__main__ import main
 from woml_magic.errors import WomlRunError
@@ -46,15 +47,6 @@ def server() -> Iterator[DevServer]:
 
 
 # -- helpers ---------------------------------------------------------------------------
-
-
-def alive(pid: int) -> bool:
-    """Whether ``pid`` runs (a zombie nobody reaped has ended)."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 def wait_until_dead(pid: int, timeout: float) -> float:
