@@ -14,12 +14,14 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from ..clock import Clock
-from ..events import JSON, AttemptFinished, AttemptStarted, Event, LogEmitted
-from ..explain import explain
-from ..model import Run, Step
+from ..events import JSON, AttemptFinished, AttemptStarted, CallFinished, Event, LogEmitted
+from ..explain import explain, interrupted_message
+from ..model import Attempt, Run, Step
 from ..outcomes import (
     AMBIGUOUS,
     CANCELLED,
+    INTERRUPTED,
+    RUNNING,
     SUCCEEDED,
     TIMEOUT,
     Outcome,
@@ -202,6 +204,31 @@ def with_injected(explanation: str, run: Run, step_id: str, number: int) -> str:
         return explanation
     which = "an injected fault" if len(injected) == 1 else "injected faults"
     return f"{explanation.rstrip('.')}; this attempt met {which} ({'; '.join(injected)})."
+
+
+def interrupted_events(
+    run_id: str, step: Step, attempt: Attempt, at: float, *, who: str
+) -> list[Event]:
+    """What ends an attempt that started but never finished (spec §5.3): each call it
+    left in flight ``ambiguous`` (spec §4.1: the request may have reached the server),
+    then the attempt ``interrupted`` with §5.3's sentence. ``who`` stopped: "the
+    process" (found on resume), "the worker" (a Temporal worker that died, spec §9)."""
+    events: list[Event] = [
+        CallFinished(
+            run_id=run_id, at=at, step_id=step.id, number=attempt.number, call_index=index,
+            name=call.name, outcome=AMBIGUOUS,
+            error=f"{who} stopped while the request was in flight; whether the server "
+                  "acted on it is unknown",
+        )
+        for index, call in enumerate(attempt.calls) if call.outcome == RUNNING
+    ]
+    events.append(AttemptFinished(
+        run_id=run_id, at=at, step_id=step.id, number=attempt.number, outcome=INTERRUPTED,
+        error={"name": "InterruptedError",
+               "message": interrupted_message(step.id, attempt.number), "line": None},
+        explanation=explain(INTERRUPTED, step, attempt.number, on_resume=True),
+    ))
+    return events
 
 
 def _keyed_ambiguity(run: Run, step_id: str, number: int) -> bool:

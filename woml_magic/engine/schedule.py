@@ -16,8 +16,6 @@ from typing import Protocol
 from ..clock import Clock
 from ..events import (
     JSON,
-    AttemptFinished,
-    CallFinished,
     Event,
     EventSink,
     RunFinished,
@@ -27,14 +25,11 @@ from ..events import (
     StepStarted,
     WaitScheduled,
 )
-from ..explain import explain, interrupted_message
 from ..model import Attempt, Run, Step, StepRun
 from ..outcomes import (
-    AMBIGUOUS,
     DONE,
     FAILED,
     FAILED_CLOSED,
-    INTERRUPTED,
     NOT_RUN,
     PENDING,
     RUNNING,
@@ -49,6 +44,7 @@ from ..outcomes import (
 from ..resume import Action, StepPlan, plan_step
 from ..runtime.attempt import StepResults
 from ..services import StepCalls
+from .attempt import interrupted_events
 
 
 class Attempts(Protocol):
@@ -223,22 +219,9 @@ class Engine:
         Calls it left in flight are ``ambiguous`` (spec §4.1): the request may have
         reached the server; nothing says whether it acted.
         """
-        for index, call in enumerate(attempt.calls):
-            if call.outcome == RUNNING:
-                self.emit(CallFinished(
-                    run_id=self.run.id, at=self._last_seen, step_id=step.id,
-                    number=attempt.number, call_index=index, name=call.name,
-                    outcome=AMBIGUOUS,
-                    error="the process stopped while the request was in flight; whether "
-                          "the server acted on it is unknown",
-                ))
-        self.emit(AttemptFinished(
-            run_id=self.run.id, at=self._last_seen, step_id=step.id, number=attempt.number,
-            outcome=INTERRUPTED,
-            error={"name": "InterruptedError",
-                   "message": interrupted_message(step.id, attempt.number), "line": None},
-            explanation=explain(INTERRUPTED, step, attempt.number, on_resume=True),
-        ))
+        for event in interrupted_events(self.run.id, step, attempt, self._last_seen,
+                                        who="the process"):
+            self.emit(event)
 
     def _schedule_wait(self, step: Step, after: int) -> float:
         seconds = step.policy.wait(after).total_seconds()

@@ -26,7 +26,7 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, CancelledError, TimeoutError
 
 from ..clock import Clock, ClockKind
-from ..engine.attempt import attempt_error
+from ..engine.attempt import attempt_error, interrupted_events
 from ..engine.schedule import Engine
 from ..events import (
     AttemptFinished,
@@ -37,14 +37,12 @@ from ..events import (
     WaitScheduled,
     event_from_dict,
 )
-from ..explain import explain, interrupted_message
+from ..explain import explain
 from ..model import Run, Step
 from ..outcomes import (
-    AMBIGUOUS,
     CRASH,
     INTERRUPTED,
     RESPONSE,
-    RUNNING,
     Outcome,
     as_outcome,
     stop_outcome,
@@ -173,19 +171,9 @@ class ActivityAttempts:
                     continue
                 self._emit(event_from_dict({**data, "at": min(now, started + float(data["at"]))}))
             attempt = self._run.steps[step.id].attempt(number)
-            for index, call in enumerate(attempt.calls):
-                if call.outcome == RUNNING:
-                    self._emit(CallFinished(
-                        run_id=self._run.id, at=now, step_id=step.id, number=number,
-                        call_index=index, name=call.name, outcome=AMBIGUOUS,
-                        error="the worker stopped while the request was in flight; whether "
-                              "the server acted on it is unknown"))
-            self._emit(AttemptFinished(
-                run_id=self._run.id, at=now, step_id=step.id, number=number,
-                outcome=INTERRUPTED,
-                error={"name": "InterruptedError",
-                       "message": interrupted_message(step.id, number), "line": None},
-                explanation=explain(INTERRUPTED, step, number, on_resume=True)))
+            for event in interrupted_events(self._run.id, step, attempt, now,
+                                            who="the worker"):
+                self._emit(event)
             return INTERRUPTED
         return self._finish(step, number, CRASH, f"the activity failed: {exc.cause or exc}")
 
