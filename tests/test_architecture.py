@@ -29,6 +29,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
     "temporal": ("temporal.", "temporal"),
     "lab": ("lab.", "lab"),
     "timeline": ("timeline.", "timeline"),
+    "editing": ("editing.", "editing"),
     "demo": ("demo.", "demo"),
     "magic": ("magic.", "magic"),
     "cli": ("__main__",),
@@ -55,11 +56,15 @@ ALLOWED: dict[str, set[str]] = {
     # The Temporal engine reuses the local one's schedule and attempt (spec §9).
     "temporal": {"vocabulary", "document", "runtime", "services", "resume", "engine"},
     "timeline": {"vocabulary", "document"},
+    # The editor's pure side (spec §6.4): the parser and linter, and the names of the
+    # services and of a request's keys from where they are declared.
+    "editing": {"vocabulary", "document", "services.registry", "services.http_request"},
     "demo": {"vocabulary", "document", "api", "timeline"},
     # The magic is a thin adapter: the public API, the parser, errors, its display.
     # (Its settings validate limits and durations with the vocabulary's own checks.)
-    "magic": {"api", "parse", "errors", "lint", "timeline", "vocabulary", "lab"},
-    "cli": {"vocabulary", "document", "api", "timeline", "demo", "temporal"},
+    "magic": {"api", "parse", "errors", "lint", "timeline", "vocabulary", "lab", "editing"},
+    # package: __version__ for ``woml --version``.
+    "cli": {"vocabulary", "document", "api", "timeline", "demo", "temporal", "package"},
     "package": {"vocabulary", "document", "api", "seam", "magic", "timeline", "lab"},
 }
 

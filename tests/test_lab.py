@@ -8,6 +8,8 @@ Times are exact: the lab's clock does not move while scripts run.
 from __future__ import annotations
 
 import asyncio
+import html
+import sys
 import uuid
 
 import pytest
@@ -17,6 +19,7 @@ from hypothesis import strategies as st
 
 import woml_magic as wm
 from woml_magic.demo import DemoAPI
+from woml_magic.errors import WomlExtraMissing
 from woml_magic.lab import LabModelError, LabResult, ModelServer, lab_async
 from woml_magic.lab.simulate import simulate
 from woml_magic.lab.whatif import NOT_WOML
@@ -209,6 +212,22 @@ def test_a_lab_displays_a_table_plots_and_sampled_timelines() -> None:
     assert page.count('class="woml-timeline"') == 2
     assert "<script" not in page  # static: renders in nbconvert and on GitHub
     assert len(result.sampled()) == 2
+
+
+def test_without_the_lab_extra_plots_say_which_extra_to_install(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # spec §11: matplotlib is the lab extra's; without it figures() names the install
+    # line (a bare ModuleNotFoundError did not), and the display keeps its table.
+    result = wm.lab(call_doc(retry=2, delay="1s"), clients=3, seed=1, sample=1)
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # `import matplotlib` fails
+    with pytest.raises(WomlExtraMissing, match=r'pip install "woml-magic\[lab\]"') as info:
+        result.figures()
+    assert info.value.extra == "lab"
+    assert isinstance(info.value, ImportError)
+    page = result._repr_mimebundle_()["text/html"]
+    assert 'pip install "woml-magic[lab]"' in html.unescape(page)
+    assert "<table" in page
 
 
 def test_no_worker_is_left_behind() -> None:

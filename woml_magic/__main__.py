@@ -96,25 +96,25 @@ def _add_check(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 def _run(args: argparse.Namespace) -> int:
     """``run FILE``: run the document headlessly and print its text timeline (spec §7)."""
-    import json
 
     from .api import run
     from .errors import WomlError
-    from .limits import DEFAULT_MAX_JSON_DEPTH
+    from .limits import DEFAULT_MAX_JSON_DEPTH, JSONLimitError, loads_limited
     from .timeline import render_text
 
     text = _read(args, "run")
     if text is None:
         return 1
     try:
-        payload = None if args.payload is None else json.loads(args.payload)
+        # spec §4.5: refused before anything runs, one sentence naming the limit, the
+        # same on every Python (3.13's reader no longer recurses into a RecursionError).
+        payload = None if args.payload is None else loads_limited(
+            args.payload, max_depth=DEFAULT_MAX_JSON_DEPTH, what="--payload")
+    except JSONLimitError as exc:
+        print(f"woml run: {exc}", file=sys.stderr)
+        return 1
     except ValueError as exc:
         print(f"woml run: --payload is not JSON: {exc}", file=sys.stderr)
-        return 1
-    except RecursionError:
-        # spec §4.5: refused before anything runs, never a traceback.
-        print("woml run: --payload is nested too deeply to read; the limit is "
-              f"{DEFAULT_MAX_JSON_DEPTH} levels (max_json_depth)", file=sys.stderr)
         return 1
     try:
         result = run(text, payload=payload, clock="simulated" if args.simulate else "real",
@@ -295,6 +295,9 @@ def _build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="woml", description="WOML workflow documents from the command line."
     )
+    from . import __version__
+
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     _add_check(commands)
     _add_run(commands)

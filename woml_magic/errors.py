@@ -3,7 +3,10 @@
     WomlError                 base of every error the package raises on purpose
     ├── WomlSyntaxError       a malformed document (spec §2.5): line, column, message
     ├── WomlRunError          a run cannot start or resume (unknown run id, fingerprint
-    │                         mismatch, bad payload) (spec §5.3, §6.1)
+    │   │                     mismatch, bad payload) (spec §5.3, §6.1)
+    │   ├── WomlLimitError    something crossing into the kernel breaks a limit (§4.5)
+    │   └── WomlExtraMissing  an optional feature's extra is not installed (also an
+    │                         ImportError): the message says what to pip install
     └── WomlJournalError      the journal cannot be opened or read (spec §5.2)
 
 A document error renders in a notebook as its sentence, the offending line and a
@@ -60,6 +63,21 @@ class WomlRunError(WomlError):
 
     def _render_traceback_(self) -> list[str]:
         return [f"WomlRunError: {self}"]
+
+
+class WomlExtraMissing(WomlRunError, ImportError):
+    """An optional feature needs an extra that is not installed: the Temporal engine
+    (``temporal``, spec §9) or the lab's plots (``lab``, spec §11). The message names
+    the feature, what is missing and the ``pip install "woml-magic[EXTRA]"`` line;
+    ``extra`` is the extra's name. An ``ImportError`` too, so code that treats the
+    feature as optional (``except ImportError``) keeps working."""
+
+    def __init__(self, message: str, *, extra: str) -> None:
+        super().__init__(message)
+        self.extra = extra
+
+    def _render_traceback_(self) -> list[str]:
+        return [f"WomlExtraMissing: {self}"]
 
 
 class WomlJournalError(WomlError):

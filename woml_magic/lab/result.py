@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from ..errors import WomlExtraMissing
 from ..policy import format_duration
 from .server import ModelServer, Request
 from .simulate import Arrivals, ClientOutcome, Percentiles, SimResult, percentile
@@ -155,6 +156,12 @@ class LabResult:
         """The lab's plots as SVG (``plots``): server load, requests per client and
         completion times of the real runs beside each overlay, and total calls against
         clients (the model path, with the real lab's point)."""
+        try:
+            import matplotlib  # noqa: F401 - the lab extra's presence, checked before drawing
+        except ImportError:
+            raise WomlExtraMissing(
+                "the lab's plots need matplotlib, which is not installed; install it with: "
+                'pip install "woml-magic[lab]"', extra="lab") from None
         from . import plots
 
         scenarios = {REAL_LABEL: self.as_sim(), **self.overlays}
@@ -250,8 +257,8 @@ class LabResult:
         ]
         try:
             parts += [figure._repr_html_() for figure in self.figures()]
-        except ImportError:
-            parts.append("<p>Plots need matplotlib: pip install 'woml-magic[lab]'.</p>")
+        except WomlExtraMissing as exc:
+            parts.append(f"<p>{esc(str(exc))}.</p>")
         for run in self.sampled():
             parts.append(f"<h5>{esc(run.id)}</h5>")
             parts.append(render_html(run))

