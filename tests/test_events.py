@@ -59,3 +59,14 @@ def test_fields_after_run_id_and_at_are_keyword_only_and_round_trip(kind: str) -
             cls("r", 0.5, "s")  # type: ignore[misc]
     event = cls("r", 0.5, **extra)
     assert event_from_dict(event.to_dict()) == event
+
+
+def test_run_finished_carries_why_a_stopped_run_ended_and_old_journals_read_none() -> None:
+    # spec §3.2, §6.3: a cancelled or interrupted run's header says so; a journal written
+    # before the field existed reads back as a run that ended by itself.
+    from woml_magic.events import RunFinished, event_from_dict
+
+    event = RunFinished(run_id="r", at=1.0, status="failed", stopped="cancelled")
+    assert event_from_dict(event.to_dict()) == event
+    old = {k: v for k, v in event.to_dict().items() if k != "stopped"}
+    assert event_from_dict(old) == RunFinished(run_id="r", at=1.0, status="failed")

@@ -11,6 +11,7 @@ import json
 import re
 import subprocess
 import sys
+import time
 import unicodedata
 from datetime import timedelta
 from pathlib import Path
@@ -113,6 +114,72 @@ def test_text_shows_each_step_id_status_policy_in_words_and_full_key() -> None:
     assert idempotency_key("run-1", "charge") in text
     assert idempotency_key("run-1", "email") in text
     assert "step email · not run" in text
+
+
+FAIL_CLOSED_FIRST = """<step id="busy" retry="3" retry-delay="1s">
+  <script>return NaN;</script>
+</step>
+<step id="after" retry="2"><script>return 1;</script></step>"""
+
+
+def step_headers(run: Run) -> dict[str, list[str]]:
+    """What every static rendering says in each step's header: the text timeline's
+    step line, the details panel's status and summary, the SVG's step column."""
+    text = render_text(run)
+    root = parse_xml(render_html(run))
+    steps = by_class(root, "woml-step")
+    column = [t.text for t in in_svg(root, "woml-muted") if t.get("x") == "6"]
+    headers: dict[str, list[str]] = {}
+    for i, step_id in enumerate(run.steps):
+        line = next(x for x in text.splitlines() if x.startswith(f"step {step_id} · "))
+        headers[step_id] = [line, "".join(steps[i][0].itertext()), column[i]]
+    return headers
+
+
+def test_a_steps_header_counts_attempts_used_of_allowed_everywhere() -> None:
+    # spec §6.3: "3 of 4 attempts", never the policy's allowance as if it were used (an
+    # attempt that failed closed at once said "· 3 attempts"); a step not run, no count.
+    run = wm.run(FAIL_CLOSED_FIRST, clock="simulated")
+    assert [a.outcome for a in run.steps["busy"].attempts] == ["invalid-json"]
+    headers = step_headers(run)
+    text, details, column = headers["busy"]
+    assert text == "step busy · failed closed (not retried) · 1 of 3 attempts"
+    assert details.endswith("1 of 3 attempts · fixed 1s"), details
+    assert column == "failed-closed · 1 of 3"
+    for where in headers["after"]:
+        assert not re.search(r"\d+ (of \d+ )?attempts?", where), where
+    assert headers["after"][0] == "step after · not run (an earlier step did not succeed)"
+    assert "policy  2 attempts · fixed 1s" in render_text(run)  # the policy, labelled
+
+
+def test_a_succeeded_steps_header_counts_the_attempts_it_took() -> None:
+    # The README's first cell: three attempts of four, not "4 attempts" after 3.
+    doc = """<step id="charge" retry="4" retry-backoff="exponential" retry-delay="1s"
+      retry-max-delay="10s"><script>
+      if (attempt.number < 3) throw new Error("card network busy");
+      return 1;</script></step>"""
+    text, details, column = step_headers(wm.run(doc, clock="simulated"))["charge"]
+    assert text == "step charge · succeeded · 3 of 4 attempts"
+    assert details.endswith("3 of 4 attempts · exponential 1s → max 10s"), details
+    assert column == "succeeded · 3 of 4"
+
+
+def test_a_cancelled_runs_header_says_cancelled() -> None:
+    # spec §6.3: "a cancelled run says `cancelled`", not "failed" (its status stays
+    # "failed", spec §7; RunFinished carries why it stopped, spec §3.2).
+    handle = wm.start('<step id="s" retry="3" timeout="60s"><script>'
+                      "await services.sleep('1h'); return 1;</script></step>", clock="real")
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and not handle.run.steps["s"].attempts:
+        time.sleep(0.02)
+    handle.cancel()
+    run = handle.result(timeout=10)
+    assert run.status == "failed"
+    assert run.stopped == "cancelled"
+    assert render_text(run).splitlines()[0].endswith(f"· cancelled · t = {format_time(run.now)}")
+    header = "".join(by_class(parse_xml(render_html(run)), "woml-header")[0].itertext())
+    assert "· cancelled ·" in header
+    assert "failed" not in header
 
 
 def test_text_rows_give_number_outcome_times_explanation_and_error_line() -> None:
@@ -922,8 +989,10 @@ def test_html_shows_full_key_in_code_and_policy_in_words() -> None:
     keys = [k.text for k in by_class(root, "woml-key")]
     assert keys == [idempotency_key("run-1", "charge"), idempotency_key("run-1", "email")]
     assert all(k.tag == "code" for k in by_class(root, "woml-key"))
+    # spec §6.3: attempts used against allowed, then the schedule; the step never run
+    # (email) shows no count.
     policies = [p.text for p in by_class(root, "woml-policy")]
-    assert policies == [CHARGE_POLICY.describe(), "1 attempt · no retry"]
+    assert policies == ["3 of 4 attempts · exponential 1s → max 10s", "no retry"]
 
 
 def test_html_details_show_explanation_error_line_calls_and_logs() -> None:

@@ -13,7 +13,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol
 
-from .outcomes import CallOutcome, Outcome, RunStatus, StepStatus
+from .outcomes import CallOutcome, Outcome, RunStatus, StepStatus, StopReason
 
 JSON = Any  # a JSON value: None, bool, int, float, str, list, dict
 
@@ -177,6 +177,10 @@ class StepFinished(StepEvent):
 class RunFinished(Event):
     kind: ClassVar[str] = "run-finished"
     status: RunStatus = "succeeded"  # never "running": the run ended
+    #: Why a run that did not end by itself ended (spec §3.2): the user cancelled it or
+    #: the kernel was interrupted; None when it ran to its end. (Journals written before
+    #: this field read back as None.)
+    stopped: StopReason | None = None
 
 
 EVENT_TYPES: dict[str, type[Event]] = {

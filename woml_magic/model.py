@@ -31,7 +31,15 @@ from .events import (
     WaitScheduled,
 )
 from .limits import DEFAULT_TIMEOUT_S
-from .outcomes import RUNNING, WAITING, AttemptState, CallOutcome, RunStatus, StepStatus
+from .outcomes import (
+    RUNNING,
+    WAITING,
+    AttemptState,
+    CallOutcome,
+    RunStatus,
+    StepStatus,
+    StopReason,
+)
 from .policy import RetryPolicy
 
 #: spec §3.5: uuid5(NAMESPACE_URL, "urn:woml:idempotency-key")
@@ -200,6 +208,9 @@ class Run:
     ended_at: float | None = None
     now: float = 0.0  # the latest time seen on the run's clock
     resumes: list[float] = field(default_factory=list)
+    #: ``cancelled`` or ``interrupted`` when the user stopped the run (spec §3.2, §6.3:
+    #: its header says so), else None.
+    stopped: StopReason | None = None
     events: list[Event] = field(default_factory=list)
     #: Where else to see this run, by label (its engine's own UI, spec §9): not from
     #: events, so not journaled; the timeline's header links to each.
@@ -242,9 +253,11 @@ class Run:
         elif isinstance(event, RunResumed):
             self.resumes.append(event.at)
             self.status = "running"
+            self.stopped = None
             self.ended_at = None
         elif isinstance(event, RunFinished):
             self.status = event.status
+            self.stopped = event.stopped
             self.ended_at = event.at
         else:
             self._apply_step_event(event)

@@ -138,17 +138,23 @@ class RetryPolicy:
         return [self.wait(k) for k in range(1, self.attempts)]
 
     def describe(self) -> str:
-        """The policy in words for the timeline header (spec §6.3)."""
+        """The policy in words (spec §6.3): ``4 attempts · exponential 1s → max 10s``."""
         n = f"{self.attempts} attempt" + ("" if self.attempts == 1 else "s")
+        return f"{n} · {self.describe_waits()}"
+
+    def describe_waits(self) -> str:
+        """The schedule in words, without the attempt count: ``no retry``,
+        ``fixed 1s``, ``exponential 1s → max 10s`` (a step's header says the count
+        itself, as attempts used of allowed, spec §6.3)."""
         if self.attempts == 1:
-            return f"{n} · no retry"
+            return "no retry"
         if self.backoff == "fixed":
-            text = f"{n} · fixed {format_duration(self.delay)}"
+            text = f"fixed {format_duration(self.delay)}"
             if self.max_delay is not None:
                 text += " (retry-max-delay has no effect with fixed backoff)"
             return text
         cap = "uncapped" if self.max_delay is None else f"max {format_duration(self.max_delay)}"
-        return f"{n} · exponential {format_duration(self.delay)} → {cap}"
+        return f"exponential {format_duration(self.delay)} → {cap}"
 
     def to(self, target: str) -> Translation:
         """This policy in another engine (spec §11): ``"temporal"``, ``"stepfunctions"``,
@@ -157,3 +163,12 @@ class RetryPolicy:
         from .policy_targets import translate
 
         return translate(self, target)
+
+
+def attempts_used(used: int, allowed: int) -> str | None:
+    """Attempts used against allowed, for a step's header (spec §6.3): ``3 of 4
+    attempts``; None for a step that made no attempt (not run, pending): it shows no
+    count."""
+    if used == 0:
+        return None
+    return f"{used} of {allowed} attempt{'' if allowed == 1 else 's'}"

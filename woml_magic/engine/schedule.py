@@ -163,7 +163,8 @@ class Engine:
                 self._finish_step(sr, FAILED_CLOSED, reason=reason)
             elif sr.status == PENDING:
                 self._finish_step(sr, NOT_RUN)
-        self.emit(RunFinished(run_id=self.run.id, at=self.now(), status=FAILED))
+        self.emit(RunFinished(run_id=self.run.id, at=self.now(), status=FAILED,
+                              stopped=stopped))
 
     def _finish_step(
         self, sr: StepRun, status: StepStatus, result: JSON = None, reason: str | None = None

@@ -142,7 +142,7 @@ def step_details_html(run: Run, lane: Lane) -> Iterable[str]:
         f'<div class="woml-step" data-step="{esc(lane.step_id)}">'
         f"<div><strong>{esc(lane.step_id)}</strong> · "
         f'<span class="woml-step-status">{esc(lane.status_words)}</span> · '
-        f'<span class="woml-policy">{esc(lane.policy)}</span></div>'
+        f'<span class="woml-policy">{esc(lane.summary)}</span></div>'
         f'<div>idempotency key <code class="woml-key" style="user-select:all">'
         f"{esc(lane.key)}</code></div>"
     )

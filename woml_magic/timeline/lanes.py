@@ -28,6 +28,7 @@ from ..outcomes import (
     WAITING,
     StepStatus,
 )
+from ..policy import attempts_used
 from .axis import format_time
 from .geometry import BAR_H, LANE_GAP, ROW_H, text_width
 from .lineage import fault_kinds, injected_of
@@ -119,13 +120,20 @@ class Lane:
     """One step: its words (spec §6.3), its segments in time order and their drawing.
 
     ``y`` is the top of the lane; the bars sit ``rows_above`` label rows below it.
-    ``note`` is what a lane without segments says ("not run: …").
+    ``note`` is what a lane without segments says ("not run: …"). ``policy`` is the
+    policy in words ("4 attempts · fixed 1s"); ``summary`` what the step's header says
+    after its status: attempts used against allowed, then the schedule ("3 of 4
+    attempts · fixed 1s"): ``count`` (None for a step that made no attempt: no count
+    is shown then, spec §6.3), then ``waits``, the schedule in words.
     """
 
     step_id: str
     status: str
     status_words: str
     policy: str
+    used: int
+    allowed: int
+    waits: str
     key: str
     segments: tuple[Segment, ...]
     drawn: tuple[Drawn, ...] = ()
@@ -133,6 +141,16 @@ class Lane:
     rows_below: int = 0
     y: float = 0.0
     note: str | None = None
+
+    @property
+    def count(self) -> str | None:
+        """``3 of 4 attempts``, or None for a step that made no attempt."""
+        return attempts_used(self.used, self.allowed)
+
+    @property
+    def summary(self) -> str:
+        """The header's words after the status: ``3 of 4 attempts · fixed 1s``."""
+        return self.waits if self.count is None else f"{self.count} · {self.waits}"
 
     @property
     def bar_y(self) -> float:
@@ -314,6 +332,9 @@ def _make_lane(sr: StepRun, segs: Sequence[Segment]) -> Lane:
         status_words=STEP_STATUS_WORDS.get(sr.status, sr.status)
         + ("" if sr.reason is None else f": {sr.reason}"),
         policy=sr.step.policy.describe(),
+        used=len(sr.attempts),
+        allowed=sr.step.policy.attempts,
+        waits=sr.step.policy.describe_waits(),
         key=sr.idempotency_key,
         segments=tuple(segs),
         note=None if segs else LANE_NOTES.get(sr.status, STEP_STATUS_WORDS.get(sr.status)),

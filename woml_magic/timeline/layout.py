@@ -96,7 +96,8 @@ def compute_layout(run: Run, *, now: float | None = None, min_end: float = 0.0) 
         run_id=run.id,
         workflow_id=run.workflow_id,
         clock=run.clock,
-        status=run.status,
+        # A run the user stopped says how (spec §6.3), not just "failed".
+        status=run.stopped or run.status,
         now=t_now,
         axis_end=axis_end,
         ticks=axis_ticks(knots, broken, scale),

@@ -115,7 +115,9 @@ def _step_column(lane: Lane) -> str:
         f'<text class="woml-step-id" x="6" y="{_num(lane.bar_y + 9)}" font-size="12"'
         f' font-weight="bold" fill="{TEXT}"><title>{esc(lane.step_id)}</title>{esc(shown)}</text>'
         f'<text class="woml-muted" x="6" y="{_num(lane.bar_y + 21)}" font-size="10"'
-        f' fill="{TEXT_MUTED}">{esc(lane.status)}</text>'
+        f' fill="{TEXT_MUTED}">{esc(lane.status)}'
+        + (f" · {lane.used} of {lane.allowed}" if lane.used else "")
+        + "</text>"
     )
 
 

@@ -169,7 +169,8 @@ def render_text(run: Run) -> str:
         sr = run.steps[lane.step_id]
         out += [
             "",
-            f"step {lane.step_id} · {lane.status_words}",
+            f"step {lane.step_id} · {lane.status_words}"
+            + ("" if lane.count is None else f" · {lane.count}"),
             f"  policy  {lane.policy}",
             f"  key     {lane.key}",
         ]
