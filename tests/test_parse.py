@@ -390,6 +390,34 @@ def test_spec_2_3_script_is_raw_text_needing_no_escapes() -> None:
     assert parse(step(script=js)).steps[0].script == js
 
 
+@pytest.mark.parametrize(
+    ("script", "line", "column"),
+    [
+        ('\nconst s = "</script>";\nreturn s;\n', 2, 12),
+        ("\nconst s = '<b></script>';\n", 2, 15),
+        ("\nconst t = `a\n</script>`;\nreturn t;\n", 3, 1),
+        ('\n// a "</script>" here\nreturn 1;\n', 2, 7),
+        ("\n/* </script> */ return 1;\n", 2, 4),
+    ],
+    ids=["double-quoted", "single-quoted", "template", "line-comment", "block-comment"],
+)
+def test_spec_2_3_a_closing_script_tag_inside_a_js_string_says_how_to_write_it(
+    script: str, line: int, column: int
+) -> None:
+    # spec §2.3: the script ends at the first </script>, even inside a string; the
+    # message points at that </script> and says how to write it, instead of calling the
+    # rest of the script "unexpected text" and telling to put code inside <script>.
+    err = error(f'<step id="s"><script>{script}</script></step>')
+    assert "this </script> ends the script early" in err.message
+    assert "<\\/script>" in err.message
+    assert (err.line, err.column) == (line, column)
+
+
+def test_spec_2_3_escaped_closing_tag_stays_in_the_script() -> None:
+    text = '<step id="s"><script>return "<\\/script>";</script></step>'
+    assert parse(text).steps[0].script == 'return "<\\/script>";'
+
+
 def test_spec_2_3_script_ends_at_the_next_closing_script_tag() -> None:
     text = '<step id="s"><script>a = "</scripts>"; b = 1</script  ></step>'
     assert parse(text).steps[0].script == 'a = "</scripts>"; b = 1'

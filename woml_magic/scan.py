@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 from .errors import WomlSyntaxError
 from .scan_messages import (
     diagnose_text,
+    early_script_end_message,
+    ends_inside_a_string,
     markup_declaration_message,
     processing_instruction_message,
     short,
@@ -159,12 +161,18 @@ def scan_markup(text: str, loc: Locator) -> Scan:
     steps = 0
     pos = 0
     first_markup = True
+    # Where the last script ended, while its body ended inside a JavaScript string: text
+    # right after such a </script> is most likely the rest of the script (spec §2.3).
+    early_end: int | None = None
     while True:
         lt = text.find("<", pos)
         stop = len(text) if lt < 0 else lt
         stray = NON_SPACE.search(text, pos, stop)
         if stray is not None:
+            if early_end is not None:
+                raise loc.error(early_end, early_script_end_message())
             raise loc.error(*diagnose_text(text, stray.start(), _open_tag(tags, stack)))
+        early_end = None
         if lt < 0:
             break
         if text.startswith("<!--", lt):
@@ -209,6 +217,8 @@ def scan_markup(text: str, loc: Locator) -> Scan:
             if close is None:
                 raise loc.error(lt, "this <script> is never closed; end the script with </script>")
             body = text[pos : close.start()]
+            if ends_inside_a_string(body):
+                early_end = close.start()
             tag.script, tag.script_at = _script_text(body, pos, loc)
             out.append(text[copied:pos] + _blank(body))
             copied = close.start()

@@ -78,3 +78,48 @@ def processing_instruction_message(text: str, lt: int, first_markup: bool) -> st
             return 'malformed XML declaration; write it as <?xml version="1.0"?>'
         return "the XML declaration <?xml …?> must come first in the cell"
     return "processing instructions <?…?> are not allowed; only an XML declaration at the top"
+
+
+def ends_inside_a_string(body: str) -> bool:
+    """Does JavaScript ``body`` end inside a string, a template literal or a comment?
+    Then the ``</script>`` after it was meant as part of that, and ended the script
+    early (spec §2.3: a script ends at the next ``</script>``). Escapes are skipped;
+    regular expressions are not told apart from division, which at worst keeps the
+    general message."""
+    quote: str | None = None
+    i, n = 0, len(body)
+    while i < n:
+        c = body[i]
+        if quote is not None:
+            if c == "\\":
+                i += 2
+                continue
+            if c == quote or (c == "\n" and quote != "`"):
+                quote = None
+        elif c in "\"'`":
+            quote = c
+        elif body.startswith("//", i):
+            end = body.find("\n", i)
+            if end < 0:
+                return True
+            i = end
+            continue
+        elif body.startswith("/*", i):
+            end = body.find("*/", i + 2)
+            if end < 0:
+                return True
+            i = end + 2
+            continue
+        i += 1
+    return quote is not None
+
+
+def early_script_end_message() -> str:
+    """A ``</script>`` written inside a JavaScript string ends the script there (spec
+    §2.3), and what followed it is refused as text: say that, and how to write it."""
+    return (
+        "this </script> ends the script early: it stands inside a JavaScript string or "
+        "comment, but "
+        "a script ends at the first </script>, so the code after it is outside <script>; "
+        'write it as <\\/script> in the string (or "<" + "/script>")'
+    )
