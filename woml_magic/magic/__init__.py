@@ -2,7 +2,8 @@
 
 - ``cell``: ``WomlMagics``, the magics themselves, a thin adapter over ``woml_magic.api``;
 - ``display``: what they display (live views, the static timeline, the runs table);
-- ``settings``: the ``Woml`` configurable (``%config Woml``).
+- ``settings``: the ``Woml`` configurable (``%config Woml``);
+- ``editor``: completion, help and the diagnostics comm of ``%%woml`` cells (spec §6.4).
 
 The magic imports only the public API (``api``, ``parse``, ``errors``) and its own
 modules; nothing below it imports IPython or widgets.
@@ -18,14 +19,17 @@ from typing import Any
 
 from ..api import Run
 from .cell import WomlMagics
+from .editor import Editor
 
 __all__ = ["WomlMagics", "load_ipython_extension", "unload_ipython_extension"]
 
 
 def load_ipython_extension(shell: Any) -> None:
-    """``%load_ext woml_magic``: register the magics, ``Woml`` settings and Run display."""
+    """``%load_ext woml_magic``: register the magics, ``Woml`` settings, Run display, and
+    the editor's completion, help and diagnostics (spec §6.4)."""
     magics = WomlMagics(shell)
     shell.register_magics(magics)
+    magics.editor = Editor.install(shell, magics.woml_cell.parser, magics.secret_names)
     shell.configurables.append(magics.settings)
     shell.display_formatter.ipython_display_formatter.for_type(Run, magics.display_run)
     shell.events.register("post_run_cell", magics.settle_views)

@@ -33,10 +33,11 @@ from ..errors import WomlJournalError
 from ..parse import parse
 from . import options
 from .display import LiveView, RunTable, display, show_lint, static_bundle
-from .settings import settings_for
+from .settings import CLOCKS, ENGINES, settings_for
 
 if TYPE_CHECKING:
     from ..lab import LabResult
+    from .editor import Editor
 from .support import (
     CANCEL_WAIT_S,
     as_usage_errors,
@@ -71,13 +72,15 @@ class WomlMagics(Magics):
         self._shown: tuple[int, int] | None = None
         # Secrets set with `%woml secret NAME`: kernel memory only (spec §10.1).
         self._secrets: dict[str, str] = {}
+        # Completion, help and diagnostics of %%woml cells (spec §6.4), set on load.
+        self.editor: Editor | None = None
 
     # -- %%woml ---------------------------------------------------------------------
 
     @magic_arguments()
     @argument(
         "--clock",
-        choices=("real", "simulated"),
+        choices=CLOCKS,
         default=None,
         help="The run's clock (spec §5.1); default Woml.clock, itself 'real'.",
     )
@@ -126,7 +129,7 @@ class WomlMagics(Magics):
     )
     @argument(
         "--engine",
-        choices=("local", "temporal"),
+        choices=ENGINES,
         default=None,
         help="Which engine runs the cell (spec §9); default Woml.engine, itself 'local'.",
     )
@@ -284,7 +287,7 @@ class WomlMagics(Magics):
     @argument(
         "--journal", metavar="PATH", default=None, help="The journal to read; default Woml.journal."
     )
-    @argument("--engine", choices=("local", "temporal"), default=None,
+    @argument("--engine", choices=ENGINES, default=None,
               help="show: read the run from this engine (temporal: the workflow's history).")
     @argument("--temporal", metavar="HOST:PORT", default=None, help="show: the cluster.")
     @argument("--namespace", metavar="NS", default=None, help="show: the namespace.")
@@ -332,7 +335,7 @@ class WomlMagics(Magics):
         """``%woml secret NAME``: ask for a value with a password prompt and keep it in
         this kernel's memory only (spec §10.1); without a name, list the names set."""
         if name is None:
-            names = sorted({*self._secrets, *options.env_secret_names(self.settings)})
+            names = self.secret_names()
             print("secrets set: " + (", ".join(names) if names else "none") +
                   " (set one with %woml secret NAME)")
             return
@@ -347,6 +350,11 @@ class WomlMagics(Magics):
         self._secrets[name] = value
         print(f"secret {name} set for this session, in kernel memory only; a script reads "
               f'it as services.secret("{name}")')
+
+    def secret_names(self) -> list[str]:
+        """The names of the secrets scripts may use in this session (spec §10.1): set
+        with ``%woml secret`` or named in ``Woml.secrets`` and set in the environment."""
+        return sorted({*self._secrets, *options.env_secret_names(self.settings)})
 
     def _cancel(self, run_id: str) -> None:
         handle = self._handles.get(run_id)
@@ -408,7 +416,10 @@ class WomlMagics(Magics):
         display(static_bundle(run), raw=True)
 
     def close(self) -> None:
-        """Cancel background runs, then close widgets and journals (STYLE 7)."""
+        """Cancel background runs, then close widgets, journals and the editor (STYLE 7)."""
+        if self.editor is not None:
+            self.editor.close()
+            self.editor = None
         for handle in self._handles.values():
             if not handle.done():
                 handle.cancel()

@@ -10,12 +10,14 @@ from __future__ import annotations
 import logging
 import re
 from datetime import timedelta
-from typing import Any
+from typing import Any, get_args
 
 from traitlets import Bool, Int, List, TraitError, Unicode, validate
 from traitlets.config import Configurable
 
+from ..api import ENGINES as _ENGINE_REGISTRY
 from ..api import EngineConfig
+from ..clock import ClockKind
 from ..limits import (
     DEFAULT_MAX_CALL_ARGS_BYTES,
     DEFAULT_MAX_JSON_DEPTH,
@@ -30,8 +32,9 @@ from ..limits import (
 )
 from ..policy import MAX_DURATION, DurationError, parse_duration
 
-CLOCKS = ("real", "simulated")
-ENGINES = ("local", "temporal")
+#: The names a flag or setting may give, from where they are declared (STYLE 14).
+CLOCKS: tuple[str, ...] = get_args(ClockKind)
+ENGINES: tuple[str, ...] = tuple(_ENGINE_REGISTRY)
 DEFAULT_JOURNAL = ".woml/journal.sqlite3"
 #: The parser's default step timeout (spec §2.2); ``default_timeout`` replaces it.
 SPEC_DEFAULT_TIMEOUT = "30s"
