@@ -6,6 +6,8 @@ runs are exactly what the engine or the journal would hand the timeline.
 
 from __future__ import annotations
 
+import base64
+import re
 from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
@@ -265,3 +267,15 @@ def retried(
         r.step_done("email", t, "not-run")
     r.run_done(t, "succeeded" if ok else "failed")
     return r
+
+
+def unpicture(html: str) -> str:
+    """What ``timeline.js`` makes of a saved output (spec §6.5): the picture's SVG
+    inline again, without its background, and without the note on trusting."""
+    def inline(m: re.Match[str]) -> str:
+        svg = base64.b64decode(m.group(1)).decode("utf-8")
+        return re.sub(r'<rect class="woml-picture-bg"[^>]*/>', "", svg, count=1)
+
+    html = re.sub(r'<img class="woml-picture"[^>]*src="data:image/svg\+xml;base64,([^"]+)"/>',
+                  inline, html)
+    return re.sub(r'<p class="woml-shared-note">[^<]*</p>', "", html)

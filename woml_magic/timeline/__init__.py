@@ -96,8 +96,9 @@ def widget_esm() -> str:
 
 
 def interactive_html(run: Run) -> str:
-    """``render_html(run)`` followed by the inline script that makes it interactive."""
-    drawing = render_html(run)
+    """``render_html(run)``, its drawing as a picture (spec §6.5: a shared notebook keeps
+    it), followed by the inline script that makes it live and interactive again."""
+    drawing = render_html(run, as_picture=True)
     found = _ROOT_ID.search(drawing)
     return drawing + inline_script(found.group(1) if found else "")
 

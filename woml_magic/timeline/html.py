@@ -63,6 +63,7 @@ the drawing is ``svg``'s, the details panel ``details``'s, the colours ``theme``
 
 from __future__ import annotations
 
+import base64
 import secrets
 
 from ..model import Run
@@ -73,6 +74,18 @@ from .markup import data_time, esc
 from .outcome_styles import BAR_TEXT
 from .svg import render_svg
 from .theme import var
+
+#: spec §6.5: what a saved output says where its picture shows instead of the live
+#: drawing (an untrusted notebook, GitHub, nbviewer, a sanitized export).
+SHARED_NOTE = (
+    "This is a picture of the timeline: scripts do not run here (an untrusted notebook, "
+    "or a page that strips them). For the interactive timeline (select an attempt, "
+    "Play), trust the notebook (JupyterLab and Notebook 7: File \u25b8 Trust Notebook) "
+    "or run the cell again."
+)
+#: The picture's own background: as an <img> the SVG cannot see the page's theme, so
+#: its fallback colours (dark text) sit on white, readable on a dark page too.
+PICTURE_BG = "#ffffff"
 
 
 def scoped_style(r: str = ".woml-timeline") -> str:
@@ -148,15 +161,44 @@ def scoped_style(r: str = ".woml-timeline") -> str:
     return "<style>" + "".join(rules) + "</style>"
 
 
-def render_html(run: Run, *, now: float | None = None) -> str:
+def picture(svg: str) -> str:
+    """The drawing as an ``img.woml-picture`` whose ``src`` is the SVG as a base64 data
+    URI (spec §6.5): sanitizers that strip inline SVG, ``<style>`` and ``<script>``
+    (JupyterLab's for an untrusted notebook) keep an image, so a shared notebook still
+    shows the timeline, not its labels run together. The script turns it back into the
+    inline SVG wherever it runs (``timeline.js``, ``adoptPicture``)."""
+    opened = svg.index(">") + 1
+    backed = (svg[:opened] + f'<rect class="woml-picture-bg" width="100%" height="100%"'
+              f' fill="{PICTURE_BG}"/>' + svg[opened:])
+    size = " ".join(f'{name}="{value}"' for name, value in _svg_size(svg))
+    data = base64.b64encode(backed.encode("utf-8")).decode("ascii")
+    return (f'<img class="woml-picture" {size} style="max-width:100%;height:auto"'
+            f' alt="{_svg_title(svg)}" src="data:image/svg+xml;base64,{data}"/>')
+
+
+def _svg_size(svg: str) -> list[tuple[str, str]]:
+    head = svg[: svg.index(">")]
+    return [(name, head.split(f' {name}="', 1)[1].split('"', 1)[0])
+            for name in ("width", "height") if f' {name}="' in head]
+
+
+def _svg_title(svg: str) -> str:
+    start = svg.find("<title>")
+    return svg[start + 7 : svg.index("</title>", start)] if start >= 0 else "timeline"
+
+
+def render_html(run: Run, *, now: float | None = None, as_picture: bool = False) -> str:
     """The static timeline of ``run``: header, SVG lanes and per-attempt details (spec
     §6.3), in the DOM described in the module docstring.
 
     ``now`` is the current time on the run's clock for a live run (running attempts
     are drawn up to it, a live wait counts down from it); default: the latest event.
+    ``as_picture`` draws the lanes as ``picture`` with ``p.woml-shared-note`` after the
+    header, for a saved output (spec §6.5); the script makes it live again.
     """
     layout = compute_layout(run, now=now)
     rid = f"woml-tl-{secrets.token_hex(6)}"
+    svg = render_svg(layout, rid)
     end = run.ended_at if run.ended_at is not None else layout.now
     parts = [
         f'<div class="woml-timeline" id="{rid}" data-run="{esc(run.id)}"'
@@ -169,7 +211,10 @@ def render_html(run: Run, *, now: float | None = None) -> str:
         + "".join(f' · <a class="woml-link" href="{esc(url)}" target="_blank" '
                   f'rel="noopener">{esc(label)}</a>' for label, url in run.links.items())
         + "</div>",
-        f'<div class="woml-scroll" style="overflow-x:auto">{render_svg(layout, rid)}</div>',
+        *([f'<p class="woml-shared-note">{esc(SHARED_NOTE)}</p>']
+          if as_picture else []),
+        f'<div class="woml-scroll" style="overflow-x:auto">'
+        f"{picture(svg) if as_picture else svg}</div>",
         '<div class="woml-replay"></div>',
         '<div class="woml-steps">',
     ]

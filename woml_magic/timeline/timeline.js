@@ -171,9 +171,36 @@ const womlTimeline = (() => {
     );
   }
 
+  /** A saved output carries its drawing as a picture (spec §6.5): `img.woml-picture`,
+   * the SVG as a base64 data URI, which survives where inline SVG, styles and scripts
+   * are stripped. Where this script runs, the picture becomes the inline SVG again
+   * (theme colours, selectable attempts) and the note on how to get that view goes. */
+  function adoptPicture(root) {
+    const img = root.querySelector("img.woml-picture");
+    if (img === null) return;
+    const src = img.getAttribute("src") || "";
+    let svg = null;
+    try {
+      const bytes = Uint8Array.from(atob(src.slice(src.indexOf(",") + 1)), (c) =>
+        c.charCodeAt(0)
+      );
+      const holder = document.createElement("div");
+      holder.innerHTML = new TextDecoder().decode(bytes);
+      svg = holder.querySelector("svg.woml-svg");
+    } catch (_) {
+      return; // not our picture: leave it as it is
+    }
+    if (svg === null) return;
+    const bg = svg.querySelector(":scope > rect.woml-picture-bg");
+    if (bg !== null) bg.remove(); // inline, the page's theme is the background
+    img.replaceWith(svg);
+    for (const note of root.querySelectorAll(".woml-shared-note")) note.remove();
+  }
+
   class Timeline {
     constructor(root, options) {
       this.root = root;
+      adoptPicture(root);
       this.selected = null; // [step, n] of the selected attempt
       this.playing = false;
       this.frame = 0;
