@@ -184,7 +184,13 @@ def test_interrupt_ends_the_attempt_interrupted_and_the_kernel_stays_usable(
     elapsed = time.monotonic() - interrupted_at
     assert elapsed < 5.0, f"the interrupt took {elapsed:.1f}s to end the cell"
     errors = [m["content"] for m in msgs if m["msg_type"] == "error"]
-    assert [e["ename"] for e in errors] == ["KeyboardInterrupt"]
+    # spec §6.3: one line, what stopped and what to do next, never a traceback; still a
+    # KeyboardInterrupt (the front end stops a Run All as after any interrupt).
+    assert [e["ename"] for e in errors] == ["CellInterrupted"]
+    (line,) = errors[0]["traceback"]
+    assert line.startswith("Interrupted: run int-1: attempt 1 of slow ended interrupted")
+    assert "%%woml --resume int-1 --retry-interrupted" in line
+    assert "Traceback" not in line
     # spec §6.3: the live output ends as the static timeline of the interrupted run.
     final = [m for m in msgs if m["msg_type"] == "update_display_data"][-1]["content"]["data"]
     assert WIDGET_VIEW not in final

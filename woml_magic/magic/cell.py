@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from .editor import Editor
 from .support import (
     CANCEL_WAIT_S,
+    CellInterrupted,
     as_usage_errors,
     parse_args,
     stopped_at,
@@ -242,12 +243,14 @@ class WomlMagics(Magics):
             handle.wait()
         except KeyboardInterrupt:
             # spec §6.1: the attempt ended `interrupted`; keep the Run reachable, then
-            # let IPython stop the notebook's "run all" as for any interrupt.
+            # let IPython stop the notebook's "run all" as for any interrupt, shown as
+            # one line (spec §6.3), not a traceback through the run loop.
             if view is not None:
                 view.finish()
-            if out is not None and handle.started:
-                self._shell.user_ns[out] = handle.run
-            raise
+            run = handle.run if handle.started else None
+            if out is not None and run is not None:
+                self._shell.user_ns[out] = run
+            raise CellInterrupted(run) from None
         run = handle.result()
         if view is not None:
             view.finish()

@@ -14,6 +14,7 @@ from typing import Any
 from IPython.core.error import UsageError
 
 from .. import api
+from ..api import Run
 from ..errors import WomlError, WomlRunError, WomlSyntaxError
 
 #: How long ``%woml cancel`` and unloading wait for a cancelled run to close its books.
@@ -59,6 +60,35 @@ def wait_done(handle: api.RunHandle) -> None:
     # A run's own error is already shown by its Run; here we only wait.
     with contextlib.suppress(WomlError, TimeoutError):
         handle.result(timeout=CANCEL_WAIT_S)
+
+
+class CellInterrupted(KeyboardInterrupt):
+    """A kernel interrupt that ended a foreground run (spec §6.1, §6.3): still a
+    ``KeyboardInterrupt``, so the front end stops a Run All as after any interrupt,
+    but IPython shows it as its one line (``_render_traceback_``): what stopped and
+    what to do next, never a traceback through the package."""
+
+    def __init__(self, run: Run | None) -> None:
+        self.run = run
+        super().__init__(interrupted_line(run))
+
+    def _render_traceback_(self) -> list[str]:
+        return [f"Interrupted: {self}"]
+
+
+def interrupted_line(run: Run | None) -> str:
+    """One sentence: which attempt the interrupt ended, and how to go on (spec §5.3)."""
+    if run is None:
+        return "the run was stopped before it started; nothing ran."
+    for sr in run.steps.values():
+        if sr.attempts and sr.attempts[-1].outcome == "interrupted":
+            return (f"run {run.id}: attempt {sr.attempts[-1].number} of {sr.id} ended "
+                    "interrupted and its step failed closed; whether its effects happened "
+                    "is unknown. Check, then resume it with: %%woml --resume "
+                    f"{run.id} --retry-interrupted")
+        if sr.reason is not None and "interrupted" in sr.reason:
+            return f"run {run.id}: {sr.reason}. Run the cell again to start a new run."
+    return f"run {run.id} was interrupted ({run.status})."
 
 
 def stopped_at(handle: api.RunHandle) -> str:
