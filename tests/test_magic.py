@@ -651,6 +651,34 @@ return r.status;
         woml(ip, "--outage 0s..1s", doc)
     with pytest.raises(UsageError, match="--resume does not apply to --clients"):
         woml(ip, "--clients 2 --resume r", doc)
-    with pytest.raises(UsageError, match="give 1 to 100,000 clients"):
+    with pytest.raises(UsageError, match="give 1 to 10,000 clients"):
         woml(ip, "--clients 0", doc)
     ip.user_ns.pop("lab_result", None)
+
+
+@pytest.mark.parametrize(
+    ("flags", "says"),
+    [
+        ("--clients 50000", "--clients 50000: give 1 to 10,000 clients"),
+        ("--clients 3 --outage bogus", "--outage bogus: invalid outage 'bogus'"),
+        ("--clients 3 --server nosuch", "--server nosuch: unknown server model 'nosuch'; "
+                                        "choose one of unlimited, capacity, throttle, occ"),
+        ("--clients 3 --what-if jitter=nope", "--what-if jitter=nope: unknown jitter 'nope'; "
+                                              "choose one of full, equal, decorrelated"),
+        ("--clients 3 --capacity -1", "--capacity -1: give a positive number"),
+        ("--clients 3 --server http://127.0.0.1:9/ --what-if jitter=full",
+         "what-if overlays are model-only simulations"),
+    ],
+    ids=["clients", "outage", "server", "what-if", "capacity", "what-if-real-api"],
+)
+def test_a_bad_lab_flag_is_one_usage_line_naming_it(
+    ip: InteractiveShell, flags: str, says: str
+) -> None:
+    # spec §11, STYLE 6: UsageError itself (one line, no traceback), naming the flag and
+    # what is allowed; one client limit, the lab's.
+    doc = '<step id="a"><script>return 1;</script></step>'
+    with pytest.raises(UsageError) as info:
+        woml(ip, flags, doc)
+    assert type(info.value) is UsageError
+    assert says in str(info.value)
+    assert "\n" not in str(info.value)

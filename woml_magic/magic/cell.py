@@ -220,11 +220,17 @@ class WomlMagics(Magics):
         options.check_lab(args)
         if not args.no_lint:
             show_lint(workflow)
+        from ..lab.server import LabModelError
+        from ..lab.whatif import WhatIfError
+
         with as_usage_errors(source):
-            result = lab(workflow, clients=args.clients, seed=args.seed, server=args.server,
-                         capacity=args.capacity, outage=args.outage,
-                         throttle=args.throttle or None, what_if=args.what_if or (),
-                         payload=payload)
+            try:
+                result = lab(workflow, clients=args.clients, seed=args.seed,
+                             server=args.server, capacity=args.capacity, outage=args.outage,
+                             throttle=args.throttle or None, what_if=args.what_if or (),
+                             payload=payload)
+            except (LabModelError, WhatIfError) as exc:  # flags that disagree (spec §11)
+                raise UsageError(f"--clients: {exc}") from None
         if args.out is not None:
             self._shell.user_ns[args.out] = result
         return result

@@ -126,8 +126,28 @@ def check_lab(args: Any) -> None:
             flag = "--" + given[0].replace("_", "-")
             raise UsageError(f"{flag} applies to the retry lab only: add --clients N")
         return
-    if not 1 <= args.clients <= 100_000:
-        raise UsageError(f"--clients {args.clients}: give 1 to 100,000 clients")
+    # The lab's own checks, flag by flag, so a bad value is one usage line that names
+    # its flag (they raise LabModelError and WhatIfError, shown with a traceback).
+    from ..lab import MAX_CLIENTS
+    from ..lab.server import LabModelError, parse_outage, server_model
+    from ..lab.whatif import WhatIf, WhatIfError
+
+    if not 1 <= args.clients <= MAX_CLIENTS:
+        raise UsageError(f"--clients {args.clients}: give 1 to {MAX_CLIENTS:,} clients")
+    checks: list[tuple[str, Any, Any]] = [("--outage", args.outage, parse_outage)]
+    if args.server is not None and "://" not in args.server:
+        checks.append(("--server", args.server, server_model))
+    checks += [("--what-if", overlay, WhatIf.parse) for overlay in args.what_if or ()]
+    for flag, value, check in checks:
+        if value is None:
+            continue
+        try:
+            check(value)
+        except (LabModelError, WhatIfError) as exc:
+            raise UsageError(f"{flag} {value}: {exc}") from None
+    if args.capacity is not None and not args.capacity > 0:
+        raise UsageError(f"--capacity {args.capacity:g}: give a positive number of "
+                         "requests per second")
     for name in _NOT_IN_A_LAB:
         if getattr(args, name) not in (None, False):
             raise UsageError(
