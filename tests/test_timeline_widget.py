@@ -13,6 +13,7 @@ import re
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
@@ -33,6 +34,7 @@ from woml_magic.timeline import (
     timeline_js,
     widget_esm,
 )
+from woml_magic.timeline.widget import RUNNING_TICK_S
 
 
 @pytest.fixture
@@ -192,6 +194,36 @@ def test_a_live_wait_keeps_counting_down_without_events(made: list[Any]) -> None
     ticks, html = asyncio.run(main())
     assert ticks >= 3
     assert ">wait 0.1s left<" in html or ">wait 0.0s left<" in html
+
+
+def test_a_running_attempt_grows_and_the_clock_advances_without_events(
+    made: list[Any],
+) -> None:
+    # spec §6.3: while an attempt runs (a slow API call, services.sleep), its bar grows
+    # and t advances on screen at least twice a second, though no event arrives.
+    now = [1.2]
+
+    async def main() -> tuple[int, list[str], float]:
+        r = waiting()
+        r.start("charge", 2, 1.12)  # the wait is over: attempt 2 runs
+        w = TimelineWidget(r.run, clock_now=lambda: now[0], max_rate_hz=10.0)
+        made.append(w)
+        r.sinks.append(w)
+        r.log("charge", 2, 1.2, "an event starts the loop's timer")
+        first, shown = w.renders, []
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < 1.6:
+            now[0] = 1.2 + (time.monotonic() - t0)
+            await asyncio.sleep(0.05)
+            header = re.search(r"t = ([0-9.]+s)", w.html)
+            if header and (not shown or shown[-1] != header.group(1)):
+                shown.append(header.group(1))
+        return w.renders - first, shown, time.monotonic() - t0
+
+    ticks, shown, took = asyncio.run(main())
+    assert ticks >= 2 * int(took), (ticks, took)  # at least twice a second
+    assert ticks <= took / RUNNING_TICK_S + 2  # and no faster than the running tick
+    assert len(shown) >= 3, shown  # t moved on screen
 
 
 def test_events_from_the_engines_own_loop_thread_render_on_that_loop(made: list[Any]) -> None:

@@ -12,7 +12,9 @@ timeline (``mimebundle``) once the run ends, closing this widget.
 The widget is an ``EventSink``: the engine calls it after ``run.apply(event)``, on the
 engine's own event loop thread. It re-renders at most ``max_rate_hz`` times a second
 with ``loop.call_later`` on that running loop (at once without one), always at
-``RunFinished``, and keeps a live wait's countdown ticking.
+``RunFinished``, and keeps a live wait's countdown ticking and a running attempt's
+bar growing with the run's clock on screen (spec §6.3: at least twice a second; a
+redraw every ``RUNNING_TICK_S`` while an attempt runs and nothing else happens).
 """
 
 from __future__ import annotations
@@ -33,6 +35,11 @@ from ..outcomes import RUNNING, WAITING
 from . import widget_esm
 from .html import render_html
 from .markup import esc
+
+#: How often the drawing moves while an attempt runs and no event comes (spec §6.3: "at
+#: least twice a second"): a quarter of a second, slower than a wait's countdown (the
+#: rate limit), since a bar growing needs less than digits counting down.
+RUNNING_TICK_S = 0.25
 
 
 class TimelineWidget(anywidget.AnyWidget):
@@ -106,12 +113,13 @@ class TimelineWidget(anywidget.AnyWidget):
             return
         self._schedule(loop)
 
-    def _schedule(self, loop: asyncio.AbstractEventLoop) -> None:
+    def _schedule(self, loop: asyncio.AbstractEventLoop, interval: float | None = None) -> None:
         if self._timer is not None:
             return
         # The rate limit is about what a person can see, so it runs on wall time, not
         # the run's (possibly simulated) clock.
-        delay = max(0.0, self._last_render + self._min_interval - time.monotonic())
+        interval = self._min_interval if interval is None else max(interval, self._min_interval)
+        delay = max(0.0, self._last_render + interval - time.monotonic())
         self._timer_loop = loop
         self._timer = loop.call_later(delay, self._flush)
 
@@ -139,15 +147,21 @@ class TimelineWidget(anywidget.AnyWidget):
         self._timer = None
         if self._closed:
             return
-        if self._dirty or self._counting_down():
+        if self._dirty or self._tick() is not None:
             self._safe_refresh()
 
-    def _counting_down(self) -> bool:
-        return (
-            self._clock_now is not None
-            and self._run.status == RUNNING
-            and any(sr.status == WAITING for sr in self._run.steps.values())
-        )
+    def _tick(self) -> float | None:
+        """How often to redraw with no event: the rate limit while a wait counts down,
+        ``RUNNING_TICK_S`` while an attempt runs (its bar grows, ``t`` advances); None
+        when nothing moves on its own (or the run's clock cannot be read)."""
+        if self._clock_now is None or self._run.status != RUNNING:
+            return None
+        statuses = {sr.status for sr in self._run.steps.values()}
+        if WAITING in statuses:
+            return self._min_interval
+        if RUNNING in statuses:
+            return RUNNING_TICK_S
+        return None
 
     # --- rendering ------------------------------------------------------------------
 
@@ -181,10 +195,11 @@ class TimelineWidget(anywidget.AnyWidget):
         with self.hold_sync():
             self.html = drawing
             self.status = run.status
-        if live and self._counting_down():
-            # Without a running loop the countdown advances with the next event.
+        tick = self._tick() if live else None
+        if tick is not None:
+            # Without a running loop the drawing advances with the next event.
             with contextlib.suppress(RuntimeError):
-                self._schedule(asyncio.get_running_loop())
+                self._schedule(asyncio.get_running_loop(), tick)
 
     # --- cancel ---------------------------------------------------------------------
 
