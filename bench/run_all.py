@@ -18,7 +18,7 @@ from typing import Any
 
 BENCH = Path(__file__).resolve().parent
 MODULES = ["parse", "worker", "engine", "http_calls", "journal", "timeline", "cell", "completion",
-           "steps", "temporal", "lab"]
+           "editor", "steps", "temporal", "lab"]
 
 
 def _load(name: str) -> Any:

@@ -27,7 +27,7 @@ from woml_magic.magic import WomlMagics
 ROOT = Path(__file__).resolve().parents[1]
 MISSPELT = ('%%woml --simulate\n<step id="charge" retry-delay-max="3s">\n'
             "  <script>x</script>\n</step>")
-PYTHON_CELLS = [("import o", 8), ("pri", 3), ("x = [1, 2]\nx.app", 16)]
+PYTHON_CELLS = [("from os import pa", 17), ("pri", 3), ("x = [1, 2]\nx.app", 16)]
 
 
 # -- in an IPython shell -------------------------------------------------------------------

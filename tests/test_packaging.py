@@ -223,3 +223,34 @@ def test_an_api_users_mypy_sees_the_packages_types(tmp_path: Path) -> None:
     assert re.search(r'Revealed type is "(builtins\.)?int"', out), out
     assert 'Incompatible types in assignment (expression has type "int", variable has type ' \
         '"str")' in out, out
+
+
+#: Where pip installs a wheel's shared-data: <prefix>/share/jupyter/labextensions/…
+LABEXTENSION_DATA = ".data/data/share/jupyter/labextensions/woml-magic/"
+
+
+def test_the_wheel_ships_the_prebuilt_editor_extension(dist: dict[str, Path]) -> None:
+    # docs/editor.md: the JupyterLab 4 / Notebook 7 extension, exactly the committed
+    # labextension/prebuilt and its install.json (tests/test_labextension.py checks that
+    # prebuilt/ is what the sources build).
+    labext = ROOT / "labextension"
+    expected = {p.relative_to(labext / "prebuilt").as_posix(): p.read_bytes()
+                for p in (labext / "prebuilt").rglob("*") if p.is_file()}
+    expected["install.json"] = (labext / "install.json").read_bytes()
+    with zipfile.ZipFile(dist["wheel"]) as archive:
+        shipped = {n.split(LABEXTENSION_DATA, 1)[1]: archive.read(n)
+                   for n in archive.namelist() if LABEXTENSION_DATA in n}
+    assert shipped.keys() == expected.keys()
+    assert shipped == expected
+
+
+def test_the_sdist_holds_the_editor_extensions_source_and_bundle(
+    dist: dict[str, Path],
+) -> None:
+    with tarfile.open(dist["sdist"]) as archive:
+        names = {n.split("/", 1)[1] for n in archive.getnames() if "/" in n}
+    for needed in ("labextension/package.json", "labextension/package-lock.json",
+                   "labextension/src/index.ts", "labextension/prebuilt/package.json",
+                   "labextension/install.json"):
+        assert needed in names, needed
+    assert not [n for n in names if n.startswith("labextension/lib/")]
