@@ -379,6 +379,9 @@ def test_ctrl_c_during_a_blocking_run_ends_the_attempt_interrupted_then_reraises
     """spec §6.1/§7: SIGINT during wm.run → attempt `interrupted`, worker gone, then
     KeyboardInterrupt; the process stays usable for the next run."""
     code = (
+        # As in a terminal, Ctrl-C raises KeyboardInterrupt: a child started from a
+        # background job inherits SIGINT ignored, and Python then keeps it ignored.
+        "import signal\nsignal.signal(signal.SIGINT, signal.default_int_handler)\n"
         "import sys, woml_magic as wm\n"
         "events = []\n"
         "doc = '<step id=\"s\" retry=\"3\" timeout=\"60s\"><script>"
