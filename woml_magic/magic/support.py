@@ -86,7 +86,7 @@ def interrupted_line(run: Run | None) -> str:
                     "interrupted and its step failed closed; whether its effects happened "
                     "is unknown. Check, then resume it with: %%woml --resume "
                     f"{run.id} --retry-interrupted")
-        if sr.reason is not None and "interrupted" in sr.reason:
+        if sr.reason is not None:  # stopped during a wait: no attempt says so
             return f"run {run.id}: {sr.reason}. Run the cell again to start a new run."
     return f"run {run.id} was interrupted ({run.status})."
 

@@ -161,7 +161,7 @@ def scoped_style(r: str = ".woml-timeline") -> str:
     return "<style>" + "".join(rules) + "</style>"
 
 
-def picture(svg: str) -> str:
+def picture(svg: str, alt: str) -> str:
     """The drawing as an ``img.woml-picture`` whose ``src`` is the SVG as a base64 data
     URI (spec §6.5): sanitizers that strip inline SVG, ``<style>`` and ``<script>``
     (JupyterLab's for an untrusted notebook) keep an image, so a shared notebook still
@@ -173,18 +173,13 @@ def picture(svg: str) -> str:
     size = " ".join(f'{name}="{value}"' for name, value in _svg_size(svg))
     data = base64.b64encode(backed.encode("utf-8")).decode("ascii")
     return (f'<img class="woml-picture" {size} style="max-width:100%;height:auto"'
-            f' alt="{_svg_title(svg)}" src="data:image/svg+xml;base64,{data}"/>')
+            f' alt="{esc(alt)}" src="data:image/svg+xml;base64,{data}"/>')
 
 
 def _svg_size(svg: str) -> list[tuple[str, str]]:
     head = svg[: svg.index(">")]
     return [(name, head.split(f' {name}="', 1)[1].split('"', 1)[0])
             for name in ("width", "height") if f' {name}="' in head]
-
-
-def _svg_title(svg: str) -> str:
-    start = svg.find("<title>")
-    return svg[start + 7 : svg.index("</title>", start)] if start >= 0 else "timeline"
 
 
 def render_html(run: Run, *, now: float | None = None, as_picture: bool = False) -> str:
@@ -214,7 +209,7 @@ def render_html(run: Run, *, now: float | None = None, as_picture: bool = False)
         *([f'<p class="woml-shared-note">{esc(SHARED_NOTE)}</p>']
           if as_picture else []),
         f'<div class="woml-scroll" style="overflow-x:auto">'
-        f"{picture(svg) if as_picture else svg}</div>",
+        f"{picture(svg, f'timeline of run {layout.run_id}') if as_picture else svg}</div>",
         '<div class="woml-replay"></div>',
         '<div class="woml-steps">',
     ]
