@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any
 
 BENCH = Path(__file__).resolve().parent
-MODULES = ["parse", "worker", "engine", "http_calls", "journal", "timeline", "cell", "completion",
-           "editor", "steps", "temporal", "lab"]
+MODULES = ["parse", "lint", "worker", "engine", "http_calls", "journal", "timeline", "cell",
+           "completion", "editor", "steps", "temporal", "lab"]
 
 
 def _load(name: str) -> Any:

@@ -87,3 +87,17 @@ def frontends(chromium: Any, browser_home: Path, request: pytest.FixtureRequest)
     from browser import session
 
     yield from session.frontends(chromium, browser_home, request)
+
+
+@pytest.fixture(scope="module")
+def shell() -> Iterator[Any]:
+    """A plain IPython shell for a module's magic tests (no history database); a module
+    that needs another kind defines its own ``shell``."""
+    from IPython.core.interactiveshell import InteractiveShell
+    from traitlets.config import Config
+
+    config = Config()
+    config.HistoryManager.enabled = False
+    ip = InteractiveShell.instance(config=config)
+    yield ip
+    InteractiveShell.clear_instance()

@@ -436,6 +436,7 @@ def synthetic(widths: list[float], *, gap: float = 0.0) -> dict[str, Any]:
         "breaks": [],
         "legend": True,
         "straddling": [],
+        "collisions": [],
     }
 
 
@@ -456,6 +457,23 @@ def test_bars_are_placed_at_their_times(name: str, frontends: Frontends) -> None
     assert geometries, f"{name}: no svg.woml-svg timelines"
     problems = [p for g in geometries for p in axis_problems(g)]
     assert problems == [], "\n".join(problems)
+
+
+@pytest.mark.parametrize("name", [*TEACHING, SPEC])
+def test_no_two_texts_of_a_timeline_overlap_or_touch(name: str, frontends: Frontends) -> None:
+    # spec §6.3, issue 21: every text box of every drawn timeline (labels, ticks, the
+    # step column, the legend, axis breaks) keeps clear of every other by half a pixel.
+    page = frontends.run("lab", name).page
+    frontend.set_theme(page, LIGHT)
+    geometries = frontend.measured(page)
+    assert geometries, f"{name}: no svg.woml-svg timelines"
+    found = [
+        f"timeline {g['id'] or g['run']}: {c['a']!r} ({c['aClass']}) and {c['b']!r}"
+        f" ({c['bClass']}) overlap by {c['dx']} x {c['dy']} px"
+        for g in geometries
+        for c in g["collisions"]
+    ]
+    assert found == [], "\n".join(found)
 
 
 def test_spec_example_waits_grow_then_hold_at_the_cap(

@@ -345,7 +345,7 @@ def test_faults_in_the_config_and_the_option_add_up(api: DemoAPI) -> None:
     [
         ("create-charge@1=drop-response", Fault("create-charge", 1, "drop-response")),
         ("create-charge@*=timeout-after-send", Fault("create-charge", None, "timeout-after-send")),
-        ("c@12=network-error", Fault("c", 12, "network-error")),
+        ("c@10=network-error", Fault("c", 10, "network-error")),
         ("c@1=status=503", Fault("c", 1, "status", status=503)),
         ("c@*=delay=2s", Fault("c", None, "delay", seconds=2.0)),
         ("c@1=delay=250ms", Fault("c", 1, "delay", seconds=0.25)),

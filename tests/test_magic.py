@@ -17,7 +17,6 @@ import pytest
 from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
 from IPython.utils.capture import capture_output
-from traitlets.config import Config
 
 from woml_magic.magic import WomlMagics
 from woml_magic.model import Run
@@ -31,15 +30,6 @@ THROWS = (
 SLEEPS = (
     '<step id="slow" timeout="2h"><script>await services.sleep("1h"); return 1;</script></step>'
 )
-
-
-@pytest.fixture(scope="module")
-def shell() -> Iterator[InteractiveShell]:
-    config = Config()
-    config.HistoryManager.enabled = False  # no history database for a test shell
-    ip = InteractiveShell.instance(config=config)
-    yield ip
-    InteractiveShell.clear_instance()
 
 
 @pytest.fixture

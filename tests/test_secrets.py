@@ -19,7 +19,7 @@ import os
 import pickle
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, quote, quote_plus, unquote, urlsplit
@@ -51,11 +51,67 @@ def forms_of(value: str) -> list[str]:
                    json.dumps(value)[1:-1]})
 
 
-def assert_nowhere(text: str | bytes, where: str) -> None:
+def assert_nowhere(
+    text: str | bytes, where: str, values: Iterable[str] = VALUES,
+    forms: Callable[[str], list[str]] = forms_of,
+) -> None:
+    """No ``forms`` of any of ``values`` is in ``text`` (bytes are searched as UTF-8)."""
     data = text if isinstance(text, bytes) else text.encode("utf-8", "surrogatepass")
-    for value in VALUES:
-        for form in forms_of(value):
+    for value in values:
+        for form in forms(value):
             assert form.encode() not in data, f"the secret value ({form!r}) is in {where}"
+
+
+def assert_run_holds_none(
+    run: wm.Run, journal: Path, values: Iterable[str] = VALUES,
+    forms: Callable[[str], list[str]] = forms_of,
+) -> None:
+    """Search every byte the product made of ``run`` for ``values``: the ``Run``, its
+    events, the text and HTML timelines, the mimebundle, the widget's state, the
+    attempts' logs and errors, the journal's files (raw bytes, ``-wal`` included) and
+    the run loaded back from it."""
+    from woml_magic.timeline import TimelineWidget
+
+    def nowhere(text: str | bytes, where: str) -> None:
+        assert_nowhere(text, where, values, forms)
+
+    nowhere(repr(run), "repr(run)")
+    nowhere(repr(run.steps), "the steps' repr")
+    nowhere(repr(run.events), "the run's events")
+    nowhere(json.dumps([e.to_dict() for e in run.events], ensure_ascii=False),
+            "the events as JSON")
+    nowhere(render_text(run), "render_text")
+    nowhere(render_html(run), "render_html")
+    nowhere(json.dumps(mimebundle(run), ensure_ascii=False), "the mimebundle")
+    for step in run.steps.values():
+        for attempt in step.attempts:
+            nowhere("\n".join(attempt.logs), f"the logs of {step.id}")
+            nowhere(repr(attempt.error), f"the error of {step.id}")
+    widget = TimelineWidget(run)
+    try:
+        nowhere(json.dumps(widget.get_state(), default=str, ensure_ascii=False),
+                "the widget state")
+    finally:
+        widget.close()
+    files = journal_files(journal)
+    assert journal in files
+    for path in files:
+        nowhere(path.read_bytes(), f"the journal file {path.name}")
+    opened = Journal(journal)
+    try:
+        loaded = opened.load(run.id)
+    finally:
+        opened.close()
+    nowhere(repr(loaded.steps), "the journaled run")
+    nowhere(repr(loaded.events), "the journaled events")
+
+
+def journal_files(journal: Path) -> list[Path]:
+    """The journal's file and every file beside it that SQLite or the journal writes
+    (``-wal``, ``-shm``, and those in a directory named after it), raw bytes to search."""
+    found = sorted(journal.parent.glob(journal.name + "*"))
+    return [path for top in found for path in ([top] if top.is_file() else sorted(
+        p for p in top.rglob("*") if p.is_file()))]
 
 
 class EchoServer(Loopback):
@@ -187,27 +243,15 @@ def test_a_secret_reaches_the_server_and_nothing_else(
     assert reference("STRIPE") in error.message
 
     # Every byte the product produced, searched.
-    assert_nowhere(repr(run), "repr(run)")
-    assert_nowhere(repr(run.steps), "the steps' repr")
-    assert_nowhere(repr(run.events), "the run's events")
-    assert_nowhere(json.dumps([e.to_dict() for e in run.events], ensure_ascii=False),
-                   "the events as JSON")
-    assert_nowhere(render_text(run), "render_text")
-    assert_nowhere(render_html(run), "render_html")
-    assert_nowhere(json.dumps(mimebundle(run), ensure_ascii=False), "the mimebundle")
     assert_nowhere(logs, "the script's logs")
     assert_nowhere(repr(error), "the error")
-    files = sorted(tmp_path.glob("journal.sqlite3*"))
-    assert journal in files
-    for path in files:
-        assert_nowhere(path.read_bytes(), f"the journal file {path.name}")
+    assert_run_holds_none(run, journal)
     opened = Journal(journal)
     try:
         loaded = opened.load(run.id)
     finally:
         opened.close()
     assert loaded.steps["send"].result == result
-    assert_nowhere(repr(loaded.steps), "the journaled run")
 
 
 def test_the_widget_state_holds_no_secret(echo: EchoServer) -> None:

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from timeline_runs import waiting
+from timeline_runs import CHARGE_POLICY, Recorder, waiting, workflow
 
 import woml_magic as wm
 from woml_magic.model import Run
@@ -112,8 +112,6 @@ def split(bundle_html: str) -> tuple[str, str, str]:
 
 
 # --- the browser --------------------------------------------------------------------
-
-
 
 
 def seg(root: str, step: str, n: int, kind: str = "attempt") -> str:
@@ -251,6 +249,51 @@ def test_a_finished_run_has_play_a_slider_over_its_time_and_a_readout(
     assert float(page.get_attribute(".woml-slider", "max")) == end
     assert page.inner_text(".woml-time") == format_time(end)
     assert page.eval_on_selector(".woml-slider", "s => +s.value") == end
+
+
+def test_play_and_pause_are_one_width_so_the_slider_stays_put(open_page: Any, run: Run) -> None:
+    # spec §6.3 (issue 21): "Play/Pause changes width and shifts the slider".
+    page = open_page(interactive_html(run))
+    box = "e => { const r = e.getBoundingClientRect(); return [r.left, r.width]; }"
+    play_w = page.eval_on_selector(".woml-play", box)[1]
+    slider_x = page.eval_on_selector(".woml-slider", box)[0]
+    page.click(".woml-play")
+    assert page.inner_text(".woml-play").strip().endswith("Pause")
+    assert page.eval_on_selector(".woml-play", box)[1] == pytest.approx(play_w, abs=0.01)
+    assert page.eval_on_selector(".woml-slider", box)[0] == pytest.approx(slider_x, abs=0.01)
+    page.click(".woml-play")  # pause: the page's check of errors runs on a still page
+
+
+def test_the_http_table_fits_an_800px_output_with_the_verdict_in_view(open_page: Any) -> None:
+    # spec §6.3 (issue 21): the table was 974 px inside an 828 px output and the
+    # server's verdict column was cut off. A long URL, key and headers must wrap.
+    r = Recorder(workflow(("charge", CHARGE_POLICY)))
+    r.step("charge", 0.0)
+    r.start("charge", 1, 0.0)
+    long_url = "http://127.0.0.1:9/v1/customers/cus_" + "x" * 120 + "/charges?expand=" + "y" * 80
+    r.call("charge", 1, 0.002, url=long_url, headers={"X-Trace": "t" * 200})
+    r.finish("charge", 1, 0.05, "succeeded", result={"id": 1}, explanation="ok")
+    r.step_done("charge", 0.05, "succeeded", {"id": 1})
+    r.run_done(0.05, "succeeded")
+    page = open_page(f'<div id="out" style="width:800px">{interactive_html(r.run)}</div>')
+    page.click(seg("", "charge", 1))
+    sizes = page.eval_on_selector(
+        "#out",
+        """out => {
+            const t = out.querySelector('details[open] table.woml-calls');
+            const cells = [...t.querySelectorAll('tr:last-child td')];
+            const box = (e) => e.getBoundingClientRect();
+            const tables = [...out.querySelectorAll('table')].map((e) => box(e).right);
+            const steps = out.querySelector('.woml-steps');
+            return {out: box(out).right, table: Math.max(...tables), scroll: steps.scrollWidth,
+                    client: steps.clientWidth, verdict: box(cells[5]).right,
+                    verdictText: cells[5].textContent};
+        }""",
+    )
+    assert sizes["table"] <= sizes["out"] + 0.5, sizes
+    assert sizes["verdict"] <= sizes["out"] + 0.5, sizes
+    assert sizes["scroll"] <= sizes["client"], sizes
+    assert sizes["verdictText"].strip()
 
 
 def test_a_running_run_has_no_replay_controls(open_page: Any, live_run: Run) -> None:
@@ -674,10 +717,13 @@ def test_the_policy_in_other_engines_is_tabs_kept_across_a_live_redraw(
         )
         return rows
 
-    labels = [f"{TARGET_NAMES[t]} · {'same' if x.same else 'differs'}"
-              for t, x in translations.items()]
-    assert tabs() == [[label, "tab", str(i == 0).lower(), 0 if i == 0 else -1, i != 0]
-                      for i, label in enumerate(labels)]
+    labels = [
+        f"{TARGET_NAMES[t]} · {'same' if x.same else 'differs'}" for t, x in translations.items()
+    ]
+    assert tabs() == [
+        [label, "tab", str(i == 0).lower(), 0 if i == 0 else -1, i != 0]
+        for i, label in enumerate(labels)
+    ]
 
     def shown() -> list[str]:
         result: list[str] = page.eval_on_selector_all(
@@ -691,18 +737,25 @@ def test_the_policy_in_other_engines_is_tabs_kept_across_a_live_redraw(
     assert shown() == ["tenacity"]
     code = page.text_content(box + ' .woml-policy-target[data-target="tenacity"] pre code')
     assert code == translations["tenacity"].code
-    for key, target in [("ArrowRight", "stamina"), ("ArrowRight", "temporal"),
-                        ("End", "stamina"), ("Home", "temporal"), ("ArrowLeft", "stamina")]:
+    for key, target in [
+        ("ArrowRight", "stamina"),
+        ("ArrowRight", "temporal"),
+        ("End", "stamina"),
+        ("Home", "temporal"),
+        ("ArrowLeft", "stamina"),
+    ]:
         page.keyboard.press(key)
         assert shown() == [target], key
         assert page.evaluate("document.activeElement.dataset.target") == target
 
-    for sel in (box + ' .woml-target-tab[aria-selected="true"]',
-                box + ' .woml-target-tab[aria-selected="false"]',
-                box + " .woml-policy-target:not([hidden]) .woml-target-waits",
-                box + " .woml-policy-target:not([hidden]) .woml-same",
-                box + " .woml-policy-target:not([hidden]) code",
-                box + " .woml-policy-target:not([hidden]) li"):
+    for sel in (
+        box + ' .woml-target-tab[aria-selected="true"]',
+        box + ' .woml-target-tab[aria-selected="false"]',
+        box + " .woml-policy-target:not([hidden]) .woml-target-waits",
+        box + " .woml-policy-target:not([hidden]) .woml-same",
+        box + " .woml-policy-target:not([hidden]) code",
+        box + " .woml-policy-target:not([hidden]) li",
+    ):
         ratio = page.eval_on_selector(sel, CONTRAST)
         assert ratio >= 4.5, f"{sel} in {theme}: contrast {ratio:.2f}"
 
@@ -715,3 +768,137 @@ def test_the_policy_in_other_engines_is_tabs_kept_across_a_live_redraw(
     assert len(page.query_selector_all(box + " .woml-target-tabs")) == 1
     email = '.woml-widget details.woml-policy-targets[data-step="email"]'
     assert not page.eval_on_selector(email, "d => d.open")
+
+
+# --- zoom and pan (spec §6.3, issue 21) ------------------------------------------------
+
+PAGE_JS = Path(__file__).parent / "browser" / "page.js"
+
+
+def wait_widths(page: Any) -> list[float]:
+    """The drawn width on screen of each wait of the page's timeline, in time order."""
+    rows = page.eval_on_selector_all(
+        ".woml-seg.woml-wait",
+        "els => els.map(e => [+e.dataset.t0, e.querySelector('rect.woml-bar')"
+        ".getBoundingClientRect().width])",
+    )
+    return [round(w, 1) for _, w in sorted(rows)]
+
+
+def zoom_state(page: Any) -> str | None:
+    state: str | None = page.get_attribute(".woml-timeline", "data-zoom")
+    return state
+
+
+def screen_x(page: Any, t: float) -> float:
+    """The page x where the unzoomed axis puts time ``t``."""
+    x: float = page.eval_on_selector(
+        "svg.woml-svg",
+        "(svg, x) => { const m = svg.getScreenCTM(); return m.e + m.a * x; }",
+        axis(page).x(t),
+    )
+    return x
+
+
+def test_zooming_the_spec_example_to_its_first_10s_draws_its_waits_true_to_time(
+    open_page: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # spec §3.1's example: waits of 1, 2, 4, 8, 16, 30, 30, 30, 30 s. At the default zoom
+    # the 1 s wait is 2 px wide; zoomed to its first 10 s every second is 78 px.
+    from timeline_runs import retried
+
+    page = open_page(interactive_html(retried().run))
+    default = wait_widths(page)
+    page.eval_on_selector(".woml-timeline", "r => r._womlTimeline.zoomTime(0, 10)")
+    zoomed = wait_widths(page)
+    with capsys.disabled():
+        print(f"\nspec example wait widths, default zoom (px): {default}")
+        print(f"spec example wait widths, zoomed to 0–10 s (px): {zoomed}")
+    # Zoomed, the track (its width: the axis's first to last knot) holds 10 s.
+    per_second = (axis(page).knots[-1][1] - axis(page).knots[0][1]) / 10
+    assert default[0] < 3  # unreadable unzoomed
+    # Zoomed: each wait of the first 10 s is as long as its seconds say (the bar of the
+    # attempt before it, at its least width of 3 px, takes its first pixels).
+    for width, seconds in zip(zoomed[:3], (1, 2, 4), strict=True):
+        assert width + 3 == pytest.approx(seconds * per_second, abs=1.5), (zoomed, per_second)
+    assert zoomed[1] / zoomed[0] == pytest.approx((2 * per_second - 3) / (per_second - 3), rel=0.02)
+    assert zoom_state(page)
+
+
+def test_dragging_across_the_drawing_zooms_there_and_a_double_click_resets(
+    open_page: Any, run: Run
+) -> None:
+    page = open_page(interactive_html(run))
+    y = page.eval_on_selector("svg.woml-svg", "s => s.getBoundingClientRect().top + 60")
+    x0, x1 = screen_x(page, 0), screen_x(page, 10)
+    page.mouse.move(x0, y)
+    page.mouse.down()
+    page.mouse.move((x0 + x1) / 2, y, steps=4)
+    page.mouse.move(x1, y, steps=4)
+    page.mouse.up()
+    state = zoom_state(page)
+    assert state, "a drag across the drawing zooms to it"
+    a, b = (float(v) for v in state.split())
+    assert a == pytest.approx(axis(page).x(0), abs=1.0)
+    assert b == pytest.approx(axis(page).x(10), abs=1.0)
+    assert selected(page) == []  # the drag ended on an attempt: not a click on it
+    # Clicking an attempt still selects it, zoomed.
+    page.click(seg("", "charge", 2))
+    assert selected(page) == [("charge", "2")]
+    page.dblclick("svg.woml-svg", position={"x": 300, "y": 5})
+    assert zoom_state(page) == ""
+
+
+def test_the_zoom_buttons_work_from_the_keyboard(open_page: Any, run: Run) -> None:
+    page = open_page(interactive_html(run))
+    button = ".woml-zoom-controls button[aria-label='{}']".format
+    assert page.is_disabled(button("reset zoom (or double-click the drawing)"))
+    page.focus(button("zoom in"))
+    page.keyboard.press("Enter")
+    a, b = (float(v) for v in (zoom_state(page) or "").split())
+    full = axis(page).knots[-1][1] - axis(page).knots[0][1]
+    assert b - a == pytest.approx(full / 2, rel=0.01)
+    assert not page.is_disabled(button("earlier"))  # zoomed about the middle
+    page.focus(button("later"))
+    page.keyboard.press("Enter")
+    a2, _ = (float(v) for v in (zoom_state(page) or "").split())
+    assert a2 > a
+    page.focus(button("reset zoom (or double-click the drawing)"))
+    page.keyboard.press("Enter")
+    assert zoom_state(page) == ""
+
+
+def test_zoomed_texts_keep_their_size_and_never_collide(open_page: Any) -> None:
+    # Zooming scales time, not text: every label keeps its height and width, and the
+    # texts in view (the clip hides the rest) keep clear of each other.
+    from timeline_runs import retried
+
+    page = open_page(interactive_html(retried().run))
+    page.add_script_tag(path=str(PAGE_JS))
+    sizes = (
+        "() => Object.fromEntries([...document.querySelectorAll('svg.woml-svg text.woml-label')]"
+        ".map(t => [t.textContent, [t.getBoundingClientRect().width,"
+        " t.getBoundingClientRect().height]]))"
+    )
+    before = page.evaluate(sizes)
+    for t0, t1 in ((0, 10), (0, 2), (20, 40), (100, 131), (0, 131)):
+        page.eval_on_selector(".woml-timeline", f"r => r._womlTimeline.zoomTime({t0}, {t1})")
+        for text, (w, h) in page.evaluate(sizes).items():
+            if text in before:
+                assert (w, h) == pytest.approx(before[text], abs=0.6), (t0, t1, text)
+        found = page.evaluate("() => __woml.textCollisions(document.querySelector('svg.woml-svg'))")
+        assert found == [], (t0, t1, found)
+
+
+def test_a_replay_while_zoomed_cuts_at_t_true_to_the_zoomed_axis(open_page: Any) -> None:
+    from timeline_runs import retried
+
+    page = open_page(interactive_html(retried().run))
+    page.eval_on_selector(".woml-timeline", "r => r._womlTimeline.zoomTime(0, 10)")
+    per_second = (axis(page).knots[-1][1] - axis(page).knots[0][1]) / 10
+    set_slider(page, 0.5)  # half-way through the 1 s wait after attempt 1
+    first = wait_widths(page)[0]
+    assert first + 3 == pytest.approx((0.5 - 0.006) * per_second, abs=1.5)
+    set_slider(page, 131.1)
+    expected = [s * per_second - 3 for s in (1, 2, 4)]  # as zoomed, the replay at its end
+    assert wait_widths(page)[:3] == pytest.approx(expected, abs=1.5)

@@ -156,8 +156,8 @@ class Recorder:
     def step_done(self, step: str, at: float, status: str, result: Any = None) -> None:
         self.emit(StepFinished(self.run.id, at, step_id=step, status=status, result=result))
 
-    def run_done(self, at: float, status: str) -> None:
-        self.emit(RunFinished(self.run.id, at, status=status))
+    def run_done(self, at: float, status: str, stopped: Any = None) -> None:
+        self.emit(RunFinished(self.run.id, at, status=status, stopped=stopped))
 
 
 def failed_closed(sinks: Sequence[Any] = ()) -> Recorder:
@@ -239,10 +239,12 @@ def retried(
     policy: RetryPolicy = SPEC_POLICY,
     last: str = "threw",
     explanation: str = "Attempt {n} threw; retrying.",
+    late_s: float = 0.0,
 ) -> Recorder:
     """charge throws ``len(waits)`` times with the given waits, then its last attempt
-    ends ``last``; each attempt lasts ``attempt_s``; a second step ``email`` then runs
-    (succeeded) or is not run."""
+    ends ``last``; each attempt lasts ``attempt_s`` and starts ``late_s`` after its wait
+    was due (a real clock's lateness); a second step ``email`` then runs (succeeded) or
+    is not run."""
     r = Recorder(workflow(("charge", policy), ("email", RetryPolicy())))
     r.step("charge", 0.0)
     t = 0.0
@@ -254,7 +256,7 @@ def retried(
         r.finish("charge", n, t, outcome, error=error, explanation=explanation.format(n=n))
         if wait is not None:
             r.wait("charge", n, t, wait)
-            t += wait
+            t += wait + late_s
     ok = last == "succeeded"
     r.step_done("charge", t, "succeeded" if ok else "failed")
     if ok:
@@ -272,10 +274,12 @@ def retried(
 def unpicture(html: str) -> str:
     """What ``timeline.js`` makes of a saved output (spec §6.5): the picture's SVG
     inline again, without its background, and without the note on trusting."""
+
     def inline(m: re.Match[str]) -> str:
         svg = base64.b64decode(m.group(1)).decode("utf-8")
         return re.sub(r'<rect class="woml-picture-bg"[^>]*/>', "", svg, count=1)
 
-    html = re.sub(r'<img class="woml-picture"[^>]*src="data:image/svg\+xml;base64,([^"]+)"/>',
-                  inline, html)
+    html = re.sub(
+        r'<img class="woml-picture"[^>]*src="data:image/svg\+xml;base64,([^"]+)"/>', inline, html
+    )
     return re.sub(r'<p class="woml-shared-note">[^<]*</p>', "", html)

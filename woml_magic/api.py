@@ -26,7 +26,7 @@ from . import resume as resuming
 from .clock import make_clock
 from .engine import EngineConfig, LocalExecutor
 from .engine.config import Fault, Secrets, parse_faults
-from .errors import WomlError, WomlRunError
+from .errors import WomlError, WomlRunError, quote
 from .events import EventSink
 from .executor import Executor
 from .handle import RunHandle
@@ -107,10 +107,10 @@ class _Options:
                       "secrets": Secrets.of(options.get("secrets")),
                       "faults": parse_faults(options.get("faults"))})
         if opts.clock not in ("real", "simulated"):
-            raise WomlRunError(f"unknown clock {opts.clock!r}; use 'real' or 'simulated'")
+            raise WomlRunError(f"unknown clock {quote(opts.clock)}; use 'real' or 'simulated'")
         if opts.engine not in ENGINES:
             raise WomlRunError(
-                f"unknown engine {opts.engine!r}; use one of: {', '.join(sorted(ENGINES))}"
+                f"unknown engine {quote(opts.engine)}; use one of: {', '.join(sorted(ENGINES))}"
             )
         if opts.temporal is not None and opts.engine != "temporal":
             raise WomlRunError("temporal= applies to engine='temporal' only")
@@ -227,7 +227,7 @@ def _open_journal(journal: str | os.PathLike[str] | Journal) -> Generator[Journa
 def _validate_run_id(run_id: str) -> str:
     if not isinstance(run_id, str) or not run_id or len(run_id) > 128 or not run_id.isprintable():
         raise WomlRunError(
-            f"run id {run_id!r} is not allowed; use 1 to 128 printable characters"
+            f"run id {quote(run_id)} is not allowed; use 1 to 128 printable characters"
         )
     return run_id
 
@@ -244,26 +244,30 @@ async def _execute(
         # A resumed run keeps its id; ``run_id`` applies to a new run only (spec §5.3).
         run_id = None if opts.run_id is None or opts.resume is not None \
             else _validate_run_id(opts.run_id)
-        check_journal(jr, run_id=run_id, resume=opts.resume)
-        if opts.resume is not None:
-            past = jr.load(opts.resume, workflow)
-            resuming.check_resumable(past, workflow)
-            if not resuming.needs_execution(past, retry_interrupted=opts.retry_interrupted):
-                return resuming.reattached(past)
-            start_at = resuming.clock_start(past, last_wall=jr.last_wall(opts.resume),
-                                            now_wall=time.time())
-            run, clock = past, make_clock(past.clock, start_at=start_at)
-        else:
-            run = Run(id=run_id or new_run_id(), workflow=workflow, clock=opts.clock,
-                      payload=check_payload(payload, config.limits))
-            clock = make_clock(opts.clock)
-        execution = executor.execution(
-            run, clock, sinks=[jr, *opts.sinks], config=config,
-            resume=opts.resume is not None, retry_interrupted=opts.retry_interrupted,
-        )
-        if handle is not None:
-            handle._begin(execution)
-        return await execution.execute()
+        claimed = opts.resume if opts.resume is not None else run_id or new_run_id()
+        # The claim is held until the execution ends; the checks and the load run
+        # under it, so no other process can journal in between (spec §5.2).
+        with jr.claim(claimed, "run" if opts.resume is None else "resume"):
+            check_journal(jr, run_id=run_id, resume=opts.resume)
+            if opts.resume is not None:
+                past = jr.load(opts.resume, workflow)
+                resuming.check_resumable(past, workflow)
+                if not resuming.needs_execution(past, retry_interrupted=opts.retry_interrupted):
+                    return resuming.reattached(past)
+                start_at = resuming.clock_start(past, last_wall=jr.last_wall(opts.resume),
+                                                now_wall=time.time())
+                run, clock = past, make_clock(past.clock, start_at=start_at)
+            else:
+                run = Run(id=claimed, workflow=workflow, clock=opts.clock,
+                          payload=check_payload(payload, config.limits))
+                clock = make_clock(opts.clock)
+            execution = executor.execution(
+                run, clock, sinks=[jr, *opts.sinks], config=config,
+                resume=opts.resume is not None, retry_interrupted=opts.retry_interrupted,
+            )
+            if handle is not None:
+                handle._begin(execution)
+            return await execution.execute()
 
 
 def _config(opts: _Options) -> EngineConfig:

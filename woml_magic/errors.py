@@ -7,13 +7,52 @@
     │   ├── WomlLimitError    something crossing into the kernel breaks a limit (§4.5)
     │   └── WomlExtraMissing  an optional feature's extra is not installed (also an
     │                         ImportError): the message says what to pip install
-    └── WomlJournalError      the journal cannot be opened or read (spec §5.2)
+    ├── WomlJournalError      the journal cannot be opened or read (spec §5.2)
+    └── WomlImageError        an image of a run cannot be made as asked (spec §6.3):
+                              unknown theme or file type, bad scale, no such folder
+                              (also a ValueError)
 
 A document error renders in a notebook as its sentence, the offending line and a
-caret (``_render_traceback_``), never as a Python traceback.
+caret (``_render_traceback_``), never as a Python traceback; the line is a window of at
+most ``EXCERPT`` characters around the column (``excerpt``), and a message that names a
+bad value quotes a window of it (``quote``).
 """
 
 from __future__ import annotations
+
+#: The most characters of its input a message quotes (STYLE 15): a window of it.
+EXCERPT = 120
+
+
+def excerpt(text: str, at: int = 0, width: int = EXCERPT) -> tuple[str, int]:
+    """A window of at most ``width`` characters of ``text`` around index ``at``, with
+    ``…`` where it was cut, and where ``at`` stands in the window (for a caret).
+
+    The one function that bounds what a message quotes (spec §2.5: the offending line
+    and a caret): the CLI's and the notebook's document errors, and every message that
+    names a bad value. ``text`` shorter than ``width`` is shown whole; ``at`` past its
+    end stands just after it."""
+    n = len(text)
+    at = max(0, min(at, n))
+    if n <= width:
+        return text, at
+    lo = max(0, min(at - width // 2, n - width))
+    hi = lo + width
+    if lo > 0:
+        lo += 1  # room for the leading "…"
+    if hi < n:
+        hi -= 1  # and the trailing one
+    shown = ("…" if lo > 0 else "") + text[lo:hi] + ("…" if hi < n else "")
+    return shown, at - lo + (1 if lo > 0 else 0)
+
+
+def quote(value: object, width: int = 60) -> str:
+    """How a message names a bad value it was given: text as its ``repr`` (quoted),
+    anything else as its ``repr``; either the first ``width`` characters or so
+    (``excerpt``)."""
+    if isinstance(value, str):
+        return repr(excerpt(value, 0, width)[0])
+    return excerpt(repr(value), 0, width)[0]
 
 
 class WomlError(Exception):
@@ -48,9 +87,12 @@ class WomlSyntaxError(WomlError):
         """The sentence, the offending line and a caret under the column (spec §2.5)."""
         out = [f"WomlSyntaxError: {self.message}", f"  line {self.line}, column {self.column}"]
         if self.source_line is not None:
-            shown = self.source_line.expandtabs(1)
-            out.append(f"  {self.line:>4} | {shown}")
-            out.append("       | " + " " * (min(self.column, len(shown) + 1) - 1) + "^")
+            # A window of the line around the column (a minified script is one line of
+            # megabytes), the caret under the same character in it.
+            shown, caret = excerpt(self.source_line.expandtabs(1), self.column - 1)
+            number = f"{self.line:>4}"
+            out.append(f"  {number} | {shown}")
+            out.append(f"  {' ' * len(number)} | {' ' * caret}^")
         return "\n".join(out)
 
     def _render_traceback_(self) -> list[str]:
@@ -85,6 +127,15 @@ class WomlJournalError(WomlError):
 
     def _render_traceback_(self) -> list[str]:
         return [f"WomlJournalError: {self}"]
+
+
+class WomlImageError(WomlError, ValueError):
+    """``Run.to_svg`` or ``Run.save`` was asked for what it cannot make (spec §6.3): a
+    theme or file type it does not know, a scale out of range, a folder that does not
+    exist, a file it cannot write. The message names the value and what is allowed."""
+
+    def _render_traceback_(self) -> list[str]:
+        return [f"WomlImageError: {self}"]
 
 
 class ServiceRejection(Exception):

@@ -6,6 +6,7 @@ outcome says why repeating it would be unsafe or meaningless (the seed's wording
 
 from __future__ import annotations
 
+from .errors import excerpt
 from .model import Step
 from .outcomes import (
     AMBIGUOUS,
@@ -83,7 +84,9 @@ def explain(
     if outcome == SUCCEEDED:
         return f"{of} succeeded; no retry needed."
     if outcome == THREW:
-        thrown = f"the script threw {error_name}" if error_name else "the script threw"
+        # The name is the script's (`e.name = …`): quoted as a window (STYLE 15).
+        thrown = f"the script threw {excerpt(error_name, 0, 60)[0]}" if error_name \
+            else "the script threw"
         if number < attempts:
             wait = format_duration(step.policy.wait(number))
             if keyed_ambiguity:
@@ -104,6 +107,6 @@ def explain(
     if outcome == AMBIGUOUS and original and original != THREW:
         extra = f" (the attempt itself ended {original})"
     elif detail and outcome in (INVALID_JSON, OVERSIZED, CRASH):
-        extra = f" ({detail.rstrip('.')})"
+        extra = f" ({excerpt(detail.rstrip('.'), 0, 200)[0]})"
     text = template.format(timeout=format_duration(step.timeout), detail=extra)
     return f"{of} was not retried: {text}."

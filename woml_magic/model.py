@@ -14,7 +14,7 @@ import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .events import (
     JSON,
@@ -41,6 +41,12 @@ from .outcomes import (
     StopReason,
 )
 from .policy import RetryPolicy
+
+if TYPE_CHECKING:
+    import os
+    from pathlib import Path
+
+    from .timeline.theme import ThemeName
 
 #: spec §3.5: uuid5(NAMESPACE_URL, "urn:woml:idempotency-key")
 IDEMPOTENCY_NAMESPACE = uuid.uuid5(uuid.NAMESPACE_URL, "urn:woml:idempotency-key")
@@ -320,6 +326,31 @@ class Run:
         from .timeline import mimebundle
 
         return mimebundle(self)
+
+    def to_svg(self, *, theme: ThemeName = "light", header: bool = True) -> str:
+        """The timeline as a standalone SVG document (spec §6.3): the notebook's drawing
+        in ``theme`` (``"light"`` or ``"dark"``), under its header line unless ``header``
+        is false, with literal colours and fonts, so it looks the same in a browser, a
+        slide or a Markdown page (``woml_magic.timeline.image``)."""
+        from .timeline.image import to_svg
+
+        return to_svg(self, theme=theme, header=header)
+
+    def save(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        theme: ThemeName = "light",
+        scale: float = 2.0,
+        header: bool = True,
+    ) -> Path:
+        """Write the timeline to ``path`` as ``.svg`` (``to_svg``) or ``.png`` (spec §6.3),
+        and return the absolute path written. A PNG has ``scale`` pixels per drawing px
+        (2: crisp on slides) and needs the ``png`` extra; the folder must exist. Anything
+        else raises ``WomlImageError`` naming what is allowed."""
+        from .timeline.image import save
+
+        return save(self, path, theme=theme, scale=scale, header=header)
 
     def __repr__(self) -> str:
         return f"<Run {self.id} {self.workflow_id} {self.status}>"

@@ -45,6 +45,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
+from .errors import WomlError, quote
 from .policy import RetryPolicy, format_duration
 
 #: The engines a policy translates to, in display order.
@@ -118,14 +119,20 @@ class Translation:
         return f"waits {_waits_text(self.delays)}; WOML waits {_waits_text(self.woml_delays)}"
 
 
+class TargetError(WomlError, ValueError):
+    """``policy.to(target)`` with a target that is not one of ``TARGETS`` (spec §11)."""
+
+
 def translate(policy: RetryPolicy, target: str) -> Translation:
-    """``policy`` in ``target`` (one of ``TARGETS``); ``ValueError`` names the four."""
-    build = _BUILDERS.get(target)
+    """``policy`` in ``target`` (one of ``TARGETS``); ``TargetError`` (a ``WomlError``
+    and a ``ValueError``) names the four."""
+    build = _BUILDERS.get(target) if isinstance(target, str) else None
     if build is None:
-        near = difflib.get_close_matches(target, TARGETS, n=1)
+        near = difflib.get_close_matches(target, TARGETS, n=1) if isinstance(target, str) \
+            else []
         hint = f"; did you mean {near[0]!r}?" if near else ""
-        raise ValueError(
-            f"unknown target {target!r}: choose one of {', '.join(TARGETS)}{hint}"
+        raise TargetError(
+            f"unknown target {quote(target, 40)}: choose one of {', '.join(TARGETS)}{hint}"
         )
     return build(policy)
 

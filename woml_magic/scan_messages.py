@@ -13,6 +13,8 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
+from .errors import excerpt
+
 if TYPE_CHECKING:
     from .scan import Tag
 
@@ -20,7 +22,8 @@ _RETRY_COUNT = re.compile(r"\d{1,2}")
 
 
 def short(value: str, limit: int) -> str:
-    return value if len(value) <= limit else value[: limit - 1] + "…"
+    """The first ``limit`` characters of ``value``, ``…`` where cut (``errors.excerpt``)."""
+    return excerpt(value, 0, limit)[0]
 
 
 def quoted(value: str) -> str:

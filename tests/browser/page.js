@@ -258,6 +258,43 @@
     return out;
   }
 
+  // Readable at any size (spec §6.3): no two pieces of text in a drawing overlap or
+  // touch. Every visible text box of the SVG (labels, ticks, step column, legend, axis
+  // breaks) against every other, each grown by `gap` px on every side.
+  function textCollisions(root, gap = 0.5) {
+    // A zoomed drawing clips its track (timeline.js): what the clip hides is not seen.
+    const cut = (t) => {
+      const r = t.getBoundingClientRect();
+      const layer = t.closest('g.woml-zoom-clip');
+      const clip = layer && layer.querySelector(':scope > clipPath > rect');
+      if (!clip) return r;
+      const c = clip.getBoundingClientRect();
+      const left = Math.max(r.left, c.left);
+      const right = Math.min(r.right, c.right);
+      return right - left > 0.5 ? { left, right, top: r.top, bottom: r.bottom } : null;
+    };
+    const texts = [...root.querySelectorAll('text')]
+      .filter((t) => visible(t) && svgOpacity(t) >= 0.5 && t.textContent.trim())
+      .map((t) => [t, cut(t)])
+      .filter(([, r]) => r !== null);
+    const out = [];
+    for (let i = 0; i < texts.length; i++) {
+      for (let j = i + 1; j < texts.length; j++) {
+        const [a, ra] = texts[i];
+        const [b, rb] = texts[j];
+        if (a.contains(b) || b.contains(a)) continue;  // a tspan inside its text
+        const dx = Math.min(ra.right, rb.right) - Math.max(ra.left, rb.left);
+        const dy = Math.min(ra.bottom, rb.bottom) - Math.max(ra.top, rb.top);
+        if (dx > -gap && dy > -gap) {
+          out.push({ a: a.textContent.trim(), b: b.textContent.trim(),
+            aClass: describe(a), bClass: describe(b),
+            dx: Math.round(dx * 10) / 10, dy: Math.round(dy * 10) / 10 });
+        }
+      }
+    }
+    return out;
+  }
+
 
   // --- geometry of a timeline's SVG (spec §6.3: the axis is true to time) ------------
   function box(el) {
@@ -326,6 +363,7 @@
       svg: box(svg), ctm: ctm ? { a: ctm.a, e: ctm.e } : null, axis, segs, breaks, clip,
       legend: !!timeline.querySelector('.woml-legend'),
       straddling: straddlingLabels(svg),
+      collisions: textCollisions(svg),
     };
   }
 
@@ -358,7 +396,7 @@
 
   window.__woml = {
     panel, kernelStatus, runAll, cells, commandErrors, visible, contrast,
-    contrastOfTimelines, straddlingLabels, topTimelines, rgba, ratio, geometry, geometries,
+    contrastOfTimelines, straddlingLabels, textCollisions, topTimelines, rgba, ratio, geometry, geometries,
     replayState, rewind, shown,
   };
 })();

@@ -21,9 +21,11 @@ of the writing process at any instant (``kill -9``); only an operating-system cr
 power loss can drop the last few commits. ``busy_timeout`` lets several processes
 and several ``Journal`` objects write one file at once.
 
-The package follows the three concerns: ``storage`` opens the file safely and owns
-the connection, ``sink`` appends (redaction, one commit per event), ``reader`` reads
-(summaries, events, the rebuilt ``Run``). ``Journal`` ties them to one object.
+The package follows its concerns: ``storage`` opens the file safely and owns the
+connection, ``sink`` appends (redaction, one commit per event), ``reader`` reads
+(summaries, events, the rebuilt ``Run``), ``validate`` checks every row read before
+it is trusted, and ``claim`` lets one execution at a time start or resume a run id
+(spec §5.2). ``Journal`` ties them to one object.
 """
 
 from __future__ import annotations
@@ -31,12 +33,14 @@ from __future__ import annotations
 import os
 import sqlite3
 from collections.abc import Iterable
+from contextlib import AbstractContextManager
 from types import TracebackType
 
 from ..events import Event
 from ..model import Run, Workflow
 from ..redaction import REDACTED, redact_names
 from . import reader, sink
+from .claim import Action, Claims, Holder
 from .reader import UNFINISHED, RunSummary, SummaryStatus
 from .storage import APP_NAME, BUSY_TIMEOUT_S, DEFAULT_PATH, MEMORY, SCHEMA_VERSION, Storage
 
@@ -49,6 +53,7 @@ __all__ = [
     "SCHEMA_VERSION",
     "SENSITIVE_HEADERS",
     "UNFINISHED",
+    "Holder",
     "Journal",
     "RunSummary",
     "SummaryStatus",
@@ -82,6 +87,7 @@ class Journal:
         self._redact = frozenset(redact_names(redact_headers))
         self._storage = Storage(path, busy_timeout=busy_timeout)
         self.path: str = self._storage.path
+        self._claims = Claims(self.path)
 
     @property
     def connection(self) -> sqlite3.Connection:
@@ -101,6 +107,18 @@ class Journal:
     def __call__(self, event: Event) -> None:
         """``EventSink``: the same as ``append`` (spec §5.2)."""
         self.append(event)
+
+    def claim(self, run_id: str, action: Action = "run") -> AbstractContextManager[Holder]:
+        """Hold ``run_id``'s claim for a ``with`` block: start (``"run"``) or resume it
+        (``"resume"``) inside it (spec §5.2).
+
+        Of two claimants at once, in any processes or threads, exactly one gets it; the
+        other gets ``WomlRunError`` at once, naming the run and its holder (pid, host,
+        since when). The claim ends with the block, or with its holder's process.
+        Check that an id is new, or load the run to resume, inside the block: nobody
+        else can journal a start or a resume of the run while it is held.
+        """
+        return self._claims.hold(run_id, action)
 
     # -- reading ---------------------------------------------------------------------
 

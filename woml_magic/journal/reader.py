@@ -10,15 +10,15 @@ A step's status in a summary is folded by ``model.step_status_after``, the fold
 from __future__ import annotations
 
 import difflib
-import json
 import sqlite3
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
 from ..errors import WomlJournalError, WomlSyntaxError
-from ..events import JSON, Event, RunStarted, StepFinished, event_from_dict
+from ..events import Event, RunStarted, StepFinished
 from ..model import STEP_STATUS_BY_KIND, Run, Workflow, step_status_after
 from ..outcomes import PENDING, RunStatus, StepStatus
+from . import validate
 from .storage import Storage
 
 #: ``RunSummary.status`` of a run with no ``run-finished`` after its latest start or
@@ -134,22 +134,23 @@ def has_run(storage: Storage, run_id: str) -> bool:
 
 def events(storage: Storage, run_id: str) -> list[Event]:
     """The run's events in append order, as the engine emitted them (spec §5.3)."""
+    return [event for _, event in _rows(storage, run_id)]
+
+
+def _rows(storage: Storage, run_id: str) -> list[tuple[int, Event]]:
+    """The run's (seq, event) in append order, each row's values checked (spec §5.2)."""
     with storage.snapshot(f"read run {run_id!r} from") as conn:
         rows = conn.execute(
-            "SELECT seq, data FROM events WHERE run_id = ? ORDER BY seq", (run_id,)
+            "SELECT seq, kind, data FROM events WHERE run_id = ? ORDER BY seq", (run_id,)
         ).fetchall()
         if not rows:
             raise _unknown_run(storage, conn, run_id)
-    out: list[Event] = []
-    for seq, data in rows:
+    out: list[tuple[int, Event]] = []
+    for seq, kind, data in rows:
         try:
-            record: dict[str, JSON] = json.loads(data)
-            out.append(event_from_dict(record))
-        except (ValueError, TypeError, KeyError) as exc:
-            raise WomlJournalError(
-                f"event {seq} of run {run_id!r} in the journal {storage.path!r} cannot "
-                f"be read ({exc}); it may come from a newer woml-magic"
-            ) from exc
+            out.append((seq, validate.decode(data, kind, run_id)))
+        except validate.BadRow as exc:
+            raise validate.refuse(storage.path, run_id, seq, str(kind), str(exc)) from None
     return out
 
 
@@ -157,20 +158,27 @@ def latest(storage: Storage, run_id: str, column: Literal["at", "wall"]) -> floa
     """The largest ``at`` (run clock) or ``wall`` (unix time) of the run's events."""
     assert column in ("at", "wall")  # a column name, never user input
     with storage.snapshot(f"read run {run_id!r} from") as conn:
-        (value,) = conn.execute(
-            f"SELECT MAX({column}) FROM events WHERE run_id = ?",  # noqa: S608 - fixed names
+        row = conn.execute(
+            f"SELECT seq, kind, {column} FROM events WHERE run_id = ? "  # noqa: S608 - fixed names
+            f"ORDER BY {column} DESC LIMIT 1",
             (run_id,),
         ).fetchone()
-        if value is None:
+        if row is None:
             raise _unknown_run(storage, conn, run_id)
-        return float(value)
+    seq, kind, value = row
+    try:
+        if column == "at":
+            return validate.check_time("time", value)
+        return validate.check_wall(value)
+    except validate.BadRow as exc:
+        raise validate.refuse(storage.path, run_id, seq, str(kind), str(exc)) from None
 
 
 def load(storage: Storage, run_id: str, workflow: Workflow | None = None) -> Run:
     """Rebuild the run's ``Run`` from its events; without ``workflow``, from its
     journaled document (``RunStarted.source``)."""
-    journaled = events(storage, run_id)
-    first = journaled[0]
+    journaled = _rows(storage, run_id)
+    first = journaled[0][1]
     if not isinstance(first, RunStarted):
         raise WomlJournalError(
             f"run {run_id!r} in the journal {storage.path!r} has no run-started event "
@@ -179,7 +187,7 @@ def load(storage: Storage, run_id: str, workflow: Workflow | None = None) -> Run
     if workflow is None:
         workflow = _parse_source(run_id, first)
     try:
-        return Run.from_events(workflow, journaled)
+        return validate.checked_run(workflow, journaled, storage.path)
     except (ValueError, KeyError, IndexError, TypeError) as exc:
         raise WomlJournalError(
             f"run {run_id!r} cannot be rebuilt from the journal {storage.path!r}: {exc!r}"

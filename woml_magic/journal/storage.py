@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import resource
 import sqlite3
 import stat
 import threading
@@ -30,6 +31,11 @@ MEMORY = ":memory:"
 BUSY_TIMEOUT_S = 10.0
 
 _SQLITE_MAGIC = b"SQLite format 3\x00"
+# SQLite's primary result codes for an I/O error and a full database or disk.
+_SQLITE_IOERR = 10
+_SQLITE_FULL = 13
+#: Below this much free space an I/O error while writing is taken for a full disk.
+_LOW_SPACE_BYTES = 1024 * 1024
 # The bytes of an empty in-memory journal, made by the first one (see
 # ``Storage._start_empty_in_memory``); immutable once set.
 _EMPTY_IMAGE: dict[str, bytes] = {}
@@ -55,6 +61,15 @@ INSERT OR IGNORE INTO meta(key, value) VALUES ('schema_version', '{SCHEMA_VERSIO
 INSERT OR IGNORE INTO meta(key, value) VALUES ('app', '{APP_NAME}');
 PRAGMA user_version = {SCHEMA_VERSION};
 """  # noqa: S608
+
+
+def _free_bytes(directory: str) -> int | None:
+    """Bytes an unprivileged writer may still use on ``directory``'s file system."""
+    try:
+        st = os.statvfs(directory)
+    except OSError:
+        return None
+    return st.f_bavail * st.f_frsize
 
 
 class Storage:
@@ -141,6 +156,11 @@ class Storage:
                 row = ro.execute("SELECT value FROM meta WHERE key = 'app'").fetchone()
                 app = None if row is None else row[0]
         except sqlite3.DatabaseError as exc:
+            room = self.no_room(exc)
+            if room is not None:
+                raise WomlJournalError(
+                    f"cannot open the journal {self.path!r}: {room}; the journal was left as it was"
+                ) from exc
             raise WomlJournalError(
                 f"the journal {self.path!r} is corrupt or unreadable ({exc}); "
                 "move it aside and start a new journal"
@@ -266,13 +286,41 @@ class Storage:
     def error(self, action: str, exc: sqlite3.Error) -> WomlJournalError:
         """``exc`` as a ``WomlJournalError``: "cannot ``action`` the journal …: why"."""
         text = str(exc)
-        if "locked" in text or "busy" in text:
+        room = self.no_room(exc)
+        if room is not None:
+            why = room
+        elif "locked" in text or "busy" in text:
             why = f"another writer held it for more than {self.busy_timeout:g} s"
         elif "malformed" in text or "not a database" in text:
             why = "the file is corrupt; move it aside and start a new journal"
         else:
             why = text
         return WomlJournalError(f"cannot {action} the journal {self.path!r}: {why}")
+
+    def no_room(self, exc: sqlite3.Error) -> str | None:
+        """Why SQLite could not write, when it is a lack of room (spec §5.2): a full disk
+        or a file-size limit, in words that keep SQLite's reason; None for other errors.
+
+        SQLite reports a full disk as ``SQLITE_FULL`` when a database page does not fit,
+        and as an I/O error when its shared-memory index (``-shm``) cannot grow; neither
+        says anything about the journal's own bytes, which stay as they were.
+        """
+        code = getattr(exc, "sqlite_errorcode", None)
+        if code is None or code & 0xFF not in (_SQLITE_IOERR, _SQLITE_FULL):
+            return None
+        reason = f"{exc} ({getattr(exc, 'sqlite_errorname', '')})".replace(" ()", "")
+        limit = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
+        if limit != resource.RLIM_INFINITY:
+            return (
+                f"the disk is full for this process: it may write files of at most "
+                f"{limit:,} bytes (ulimit -f; SQLite: {reason}); raise the limit and "
+                "try again"
+            )
+        free = _free_bytes(os.path.dirname(os.path.abspath(self.path)))
+        if code & 0xFF == _SQLITE_FULL or (free is not None and free < _LOW_SPACE_BYTES):
+            shown = "" if free is None else f", {free:,} bytes free"
+            return f"the disk is full (SQLite: {reason}{shown}); free some space and try again"
+        return None
 
     def check(self) -> None:
         """Run SQLite's full integrity check; raise ``WomlJournalError`` if it fails."""

@@ -34,7 +34,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, TypedDict
 
-from ..errors import WomlError
+from ..errors import WomlError, quote
 from .result import (
     AMPLE,
     REAL_LABEL,
@@ -47,7 +47,7 @@ from .server import (
     LabModelError,
     ModelServer,
     Request,
-    parse_outage,
+    outage_window,
     server_model,
 )
 from .simulate import (
@@ -61,12 +61,26 @@ if TYPE_CHECKING:
 
     from ..model import Run, Workflow
 
-__all__ = ["LabModelError", "LabOptions", "LabResult", "ModelServer", "WhatIf", "lab", "lab_async"]
+__all__ = [
+    "LabArgumentError",
+    "LabModelError",
+    "LabOptions",
+    "LabResult",
+    "ModelServer",
+    "WhatIf",
+    "lab",
+    "lab_async",
+]
 
 #: The most real clients one lab runs (each is a real run; the model path,
 #: ``simulate``, takes up to 100,000).
 MAX_CLIENTS = 10_000
 
+
+class LabArgumentError(LabModelError, TypeError):
+    """``lab()`` called with a keyword it does not take, or with neither WOML text nor a
+    ``Workflow``: a ``WomlError`` like every bad lab argument, and the ``TypeError``
+    Python gives a wrong call."""
 
 
 #: The hosts a lab may send real requests to: this machine only (spec §8's demo API).
@@ -105,7 +119,7 @@ class LabOptions(TypedDict, total=False):
     seed: int
     server: ModelServer | str | RealAPI | None
     capacity: float | None
-    outage: str | tuple[float, float] | None
+    outage: str | tuple[float | str, float | str] | None
     throttle: bool | None
     occ: bool | None
     start_spread: float
@@ -126,7 +140,8 @@ def lab(
     capacity, throttle, occ), or a real API on this machine — a running ``DemoAPI``
     or its URL (scripts may reach only its host and port); default: a model with
     ample capacity. ``capacity``
-    (requests/s), ``outage`` (``"10s..40s"`` or seconds), ``throttle`` (429 with
+    (requests/s), ``outage`` (one window: ``"10s..40s"``, or ``(start, end)`` in seconds
+    or durations), ``throttle`` (429 with
     ``Retry-After``) and ``occ`` (write conflicts) change the model's fields.
     ``start_spread``: clients start at uniform random times in ``[0, start_spread)``
     seconds (0: all at once); or ``arrivals`` (``"poisson:20/s"``, ``simulate.Arrivals``).
@@ -142,8 +157,10 @@ def lab(
     plan = _plan(text_or_workflow, clients, dict(options))
     loop = run_loop()
     if loop.is_current():
-        raise WomlError("wm.lab() was called from the run loop itself; await "
-                        "woml_magic.lab.lab_async(...) there instead")
+        raise WomlError(
+            "wm.lab() was called from the run loop itself; await "
+            "woml_magic.lab.lab_async(...) there instead"
+        )
     task = loop.submit(_lab(plan))
     try:
         task.wait()
@@ -178,8 +195,11 @@ async def lab_async(
 def _plan(text_or_workflow: str | Workflow, clients: int, options: dict[str, Any]) -> _Plan:
     unknown = sorted(set(options) - set(LabOptions.__annotations__))
     if unknown:
-        raise TypeError(f"lab() got an unexpected keyword argument {unknown[0]!r}; it takes "
-                        f"clients and {', '.join(LabOptions.__annotations__)}")
+        raise LabArgumentError(
+            f"lab() got an unexpected keyword argument "
+            f"{quote(unknown[0], 40)}; it takes clients and "
+            f"{', '.join(LabOptions.__annotations__)}"
+        )
     seed = options.get("seed", 0)
     sample = options.get("sample", 3)
     workers = options.get("workers")
@@ -195,46 +215,67 @@ def _plan(text_or_workflow: str | Workflow, clients: int, options: dict[str, Any
     elif isinstance(text_or_workflow, str):
         workflow = parse(text_or_workflow)
     else:
-        raise TypeError(f"lab() takes WOML text or a Workflow, not "
-                        f"{type(text_or_workflow).__name__}")
-    if isinstance(clients, bool) or not isinstance(clients, int) \
-            or not 1 <= clients <= MAX_CLIENTS:
-        raise LabModelError(f"clients must be a whole number from 1 to {MAX_CLIENTS:,}, got "
-                            f"{clients!r} (the model path, simulate, takes more)")
+        raise LabArgumentError(
+            f"lab() takes WOML text or a Workflow, not {type(text_or_workflow).__name__}"
+        )
+    if isinstance(clients, bool) or not isinstance(clients, int) or not 1 <= clients <= MAX_CLIENTS:
+        raise LabModelError(
+            f"clients must be a whole number from 1 to {MAX_CLIENTS:,}, got "
+            f"{clients!r} (the model path, simulate, takes more)"
+        )
     if isinstance(seed, bool) or not isinstance(seed, int):
         raise LabModelError(f"seed must be a whole number, got {seed!r}")
     if isinstance(sample, bool) or not isinstance(sample, int) or sample < 0:
-        raise LabModelError(f"sample must be a whole number of clients, 0 or more, "
-                            f"got {sample!r}")
+        raise LabModelError(f"sample must be a whole number of clients, 0 or more, got {sample!r}")
     workers = DEFAULT_WORKERS if workers is None else workers
     if isinstance(workers, bool) or not isinstance(workers, int) or not 1 <= workers <= 16:
         raise LabModelError(f"workers must be a whole number from 1 to 16, got {workers!r}")
-    model, url = _server(options.get("server"), options.get("capacity"),
-                         options.get("outage"), options.get("throttle"), options.get("occ"))
+    model, url = _server(
+        options.get("server"),
+        options.get("capacity"),
+        options.get("outage"),
+        options.get("throttle"),
+        options.get("occ"),
+    )
     overlays = _overlays(options.get("what_if", ()))
     if overlays and model is None:
-        raise LabModelError("what-if overlays are model-only simulations: give a model "
-                            "server (server=None, a preset or a ModelServer), not a real "
-                            "API")
-    return _Plan(workflow, clients, seed, model, url,
-                 _arrivals(start_spread, arrivals), overlays, sample, _payload(payload),
-                 workers)
+        raise LabModelError(
+            "what-if overlays are model-only simulations: give a model "
+            "server (server=None, a preset or a ModelServer), not a real "
+            "API"
+        )
+    return _Plan(
+        workflow,
+        clients,
+        seed,
+        model,
+        url,
+        _arrivals(start_spread, arrivals),
+        overlays,
+        sample,
+        _payload(payload),
+        workers,
+    )
 
 
 def _server(
-    server: ModelServer | str | RealAPI | None, capacity: float | None,
-    outage: str | tuple[float, float] | None, throttle: bool | None, occ: bool | None,
+    server: ModelServer | str | RealAPI | None,
+    capacity: float | None,
+    outage: object,
+    throttle: bool | None,
+    occ: bool | None,
 ) -> tuple[ModelServer | None, str | None]:
     """The model (with the given fields changed), or a real API's base URL."""
     changes: dict[str, Any] = {}
     if capacity is not None:
         changes["capacity"] = capacity
     if outage is not None:
-        changes["outage"] = parse_outage(outage) if isinstance(outage, str) else tuple(outage)
-    if throttle is not None:
-        changes["throttle"] = bool(throttle)
-    if occ is not None:
-        changes["occ"] = bool(occ)
+        changes["outage"] = outage_window(outage)
+    for flag, value in (("throttle", throttle), ("occ", occ)):
+        if value is not None and not isinstance(value, bool):
+            raise LabModelError(f"{flag} must be True, False or None, got {quote(value, 30)}")
+        if value is not None:
+            changes[flag] = value
     url: object = None
     if isinstance(server, str) and "://" in server:
         url = server
@@ -245,36 +286,47 @@ def _server(
             if server == "demo":
                 raise LabModelError(
                     "the lab does not start the demo API itself: start it and give it, "
-                    "`with DemoAPI() as api: wm.lab(..., server=api)`")
+                    "`with DemoAPI() as api: wm.lab(..., server=api)`"
+                )
             model = server_model(server)
         elif isinstance(server, ModelServer) or server is None:
             model = server if server is not None else AMPLE
         else:
-            raise LabModelError(f"server must be a ModelServer, one of {', '.join(PRESETS)}, "
-                                f"a running DemoAPI or its URL, not {server!r}")
+            raise LabModelError(
+                f"server must be a ModelServer, one of {', '.join(PRESETS)}, "
+                f"a running DemoAPI or its URL, not {quote(server)}"
+            )
         return (dataclasses.replace(model, **changes) if changes else model), None
     if changes:
-        raise LabModelError(f"{', '.join(changes)} describe a server model; {url} is a real "
-                            f"API (use a model: server=None or one of {', '.join(PRESETS)})")
-    return None, _loopback(str(url))
+        raise LabModelError(
+            f"{', '.join(changes)} describe a server model; {url} is a real "
+            f"API (use a model: server=None or one of {', '.join(PRESETS)})"
+        )
+    return None, loopback_url(str(url))
 
 
-def _loopback(url: str) -> str:
+def loopback_url(url: str) -> str:
     """``url`` without a trailing slash, if it is an http URL of this machine: a lab's
     thousand clients never leave it (spec §8: the demo API listens on 127.0.0.1)."""
     from urllib.parse import urlsplit
 
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or parts.hostname not in LOOPBACK:
-        raise LabModelError(f"a lab sends real requests only to this machine "
-                            f"({', '.join(LOOPBACK)}), not to {url!r}; start the demo API "
-                            f"(`with DemoAPI() as api:`) or use a server model")
+        raise LabModelError(
+            f"a lab sends real requests only to this machine "
+            f"({', '.join(LOOPBACK)}), not to {quote(url)}; start the demo API "
+            f"(`with DemoAPI() as api:`) or use a server model"
+        )
     return url.rstrip("/")
 
 
 def _overlays(what_if: str | WhatIf | Sequence[str | WhatIf]) -> tuple[WhatIf, ...]:
-    items: Sequence[str | WhatIf] = [what_if] if isinstance(what_if, (str, WhatIf)) \
-        else what_if
+    items: Sequence[object] = [what_if] if isinstance(what_if, (str, WhatIf)) else what_if
+    if not isinstance(items, (list, tuple)) or not all(isinstance(w, (str, WhatIf)) for w in items):
+        raise LabModelError(
+            f'what_if must be an overlay such as "jitter=full", a WhatIf, '
+            f"or a list of them, not {quote(what_if)}"
+        )
     return tuple(w if isinstance(w, WhatIf) else WhatIf.parse(w) for w in items)
 
 
@@ -282,11 +334,18 @@ def _arrivals(start_spread: float, arrivals: Arrivals | str | None) -> Arrivals:
     if arrivals is not None:
         if start_spread:
             raise LabModelError("give start_spread or arrivals, not both")
+        if not isinstance(arrivals, (str, Arrivals)):
+            raise LabModelError(
+                f'arrivals must be "at-once", "uniform:60s", '
+                f'"poisson:20/s" or an Arrivals, not {quote(arrivals)}'
+            )
         return Arrivals.parse(arrivals) if isinstance(arrivals, str) else arrivals
-    if isinstance(start_spread, bool) or not isinstance(start_spread, (int, float)) \
-            or not (math.isfinite(start_spread) and start_spread >= 0):
-        raise LabModelError(f"start_spread must be zero or more seconds, got "
-                            f"{start_spread!r}")
+    if (
+        isinstance(start_spread, bool)
+        or not isinstance(start_spread, (int, float))
+        or not (math.isfinite(start_spread) and start_spread >= 0)
+    ):
+        raise LabModelError(f"start_spread must be zero or more seconds, got {start_spread!r}")
     return Arrivals.uniform(float(start_spread)) if start_spread else Arrivals.at_once()
 
 
@@ -313,18 +372,29 @@ async def _lab(plan: _Plan) -> LabResult:
         # Scripts reach only the API under test (its host and port), nothing else.
         config = EngineConfig(http_allow=(urlsplit(plan.url).netloc,))
     done = await run_clients(
-        plan.workflow, starts, seed=plan.seed, server=state,
-        base_url=plan.url or MODEL_URL, payload=plan.payload, workers=plan.workers,
-        config=config)
+        plan.workflow,
+        starts,
+        seed=plan.seed,
+        server=state,
+        base_url=plan.url or MODEL_URL,
+        payload=plan.payload,
+        workers=plan.workers,
+        config=config,
+    )
     runs = tuple(c.run for c in done.clients)
     result = LabResult(
-        workflow=plan.workflow, seed=plan.seed, server=plan.model,
-        server_label=plan.model.describe() if plan.model is not None
-        else f"the API at {plan.url}",
-        arrivals=plan.arrivals, runs=runs, starts=tuple(starts),
-        traffic=tuple(state.traffic) if state is not None
-        else _recorded_traffic(runs, starts),
-        sample=plan.sample, workers=done.workers, late=done.late, stalls=done.stalls,
+        workflow=plan.workflow,
+        seed=plan.seed,
+        server=plan.model,
+        server_label=plan.model.describe() if plan.model is not None else f"the API at {plan.url}",
+        arrivals=plan.arrivals,
+        runs=runs,
+        starts=tuple(starts),
+        traffic=tuple(state.traffic) if state is not None else _recorded_traffic(runs, starts),
+        sample=plan.sample,
+        workers=done.workers,
+        late=done.late,
+        stalls=done.stalls,
         seconds=done.seconds,
     )
     if plan.model is not None:
@@ -343,20 +413,24 @@ def _add_model_path(result: LabResult, plan: _Plan) -> None:
     policy = _model_policy(plan.workflow)
     for overlay in plan.overlays:
         result.overlays[overlay.label] = simulate(
-            policy, plan.clients, model, seed=plan.seed, arrivals=plan.arrivals,
-            overlay=overlay)
+            policy, plan.clients, model, seed=plan.seed, arrivals=plan.arrivals, overlay=overlay
+        )
     counts = sorted({max(1, plan.clients * k // 8) for k in (1, 2, 4, 8)})
-    points = calls_vs_clients(simulate_many(
-        policy, counts, model, seed=plan.seed, arrivals=plan.arrivals,
-        overlays=[None, *plan.overlays]))
+    points = calls_vs_clients(
+        simulate_many(
+            policy,
+            counts,
+            model,
+            seed=plan.seed,
+            arrivals=plan.arrivals,
+            overlays=[None, *plan.overlays],
+        )
+    )
     model_label = f"{WOML_LABEL}, model only"
     result.calls_vs_clients = {
         REAL_LABEL: [(result.clients, result.calls)],
-        **{(model_label if label == WOML_LABEL else label): pts
-           for label, pts in points.items()},
+        **{(model_label if label == WOML_LABEL else label): pts for label, pts in points.items()},
     }
-
-
 
 
 def _recorded_traffic(runs: Sequence[Run], starts: Sequence[float]) -> tuple[Request, ...]:
@@ -368,8 +442,16 @@ def _recorded_traffic(runs: Sequence[Run], starts: Sequence[float]) -> tuple[Req
             for attempt in step.attempts:
                 for call in attempt.calls:
                     status = call.status or 0
-                    out.append(Request(start + call.started_at, n, attempt.number, status,
-                                       _cause(status), attempt.number))
+                    out.append(
+                        Request(
+                            start + call.started_at,
+                            n,
+                            attempt.number,
+                            status,
+                            _cause(status),
+                            attempt.number,
+                        )
+                    )
     out.sort(key=lambda r: (r.time, r.client))
     return tuple(out)
 
@@ -381,13 +463,3 @@ def _cause(status: int) -> Cause:
     if status == 409:
         return "conflict"
     return "throttled" if status == 429 else "overloaded"
-
-
-
-
-
-
-
-
-
-

@@ -37,7 +37,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Literal, NamedTuple
 
-from ..errors import WomlError
+from ..errors import WomlError, quote
 from ..policy import DurationError, format_duration, parse_duration
 
 Cause = Literal["ok", "outage", "overloaded", "throttled", "conflict"]
@@ -56,27 +56,74 @@ class LabModelError(WomlError, ValueError):
     """A lab model that cannot be built or run: the message names the bad value."""
 
 
+_OUTAGE_ALLOWED = "write the outage as <start>..<end>, two durations such as 10s..40s"
+
+
 def parse_outage(text: str) -> tuple[float, float]:
     """``"10s..40s"`` → ``(10.0, 40.0)``: an outage window in seconds (spec §11).
 
     Both ends are spec §2.4 durations from the start of the simulation; the window is
-    ``[start, end)`` and must not be empty.
+    ``[start, end)`` and must not be empty. One window per lab.
     """
-    allowed = "write the outage as <start>..<end>, two durations such as 10s..40s"
+    if not isinstance(text, str):
+        raise LabModelError(f"invalid outage {quote(text)}: not text; {_OUTAGE_ALLOWED}")
     start_text, sep, end_text = text.strip().partition("..")
     if not sep:
-        raise LabModelError(f"invalid outage {text!r}: no '..' between start and end; {allowed}")
+        raise LabModelError(
+            f"invalid outage {quote(text)}: no '..' between start and end; {_OUTAGE_ALLOWED}"
+        )
     try:
         start = parse_duration(start_text).total_seconds()
         end = parse_duration(end_text).total_seconds()
     except DurationError as exc:
-        raise LabModelError(f"invalid outage {text!r} ({allowed}): {exc}") from None
+        raise LabModelError(f"invalid outage {quote(text)} ({_OUTAGE_ALLOWED}): {exc}") from None
     if end <= start:
         raise LabModelError(
-            f"invalid outage {text!r}: it ends at {format_duration(end)}, not after it "
-            f"starts at {format_duration(start)}; {allowed}"
+            f"invalid outage {quote(text)}: it ends at {format_duration(end)}, not after it "
+            f"starts at {format_duration(start)}; {_OUTAGE_ALLOWED}"
         )
     return (start, end)
+
+
+def outage_window(value: object) -> tuple[float, float]:
+    """An outage as ``lab(outage=…)`` takes it: ``"10s..40s"``, or ``(start, end)`` with
+    each end seconds or a spec §2.4 duration (``(10, 40)``, ``("10s", "40s")``). One
+    window: a list of several is refused (the model has one outage)."""
+    allowed = (
+        'give outage as "10s..40s" or (start, end), each end seconds or a '
+        'duration such as "10s"; one window per lab'
+    )
+    if isinstance(value, str):
+        return parse_outage(value)
+    if isinstance(value, (tuple, list)) and any(
+        isinstance(v, (tuple, list)) or (isinstance(v, str) and ".." in v) for v in value
+    ):
+        raise LabModelError(
+            f"outage {quote(value)} gives {len(value)} windows; the lab's "
+            f"model has one outage window: {allowed}"
+        )
+    if not isinstance(value, (tuple, list)) or len(value) != 2:
+        raise LabModelError(f"invalid outage {quote(value)}; {allowed}")
+    ends: list[float] = []
+    for end in value:
+        if isinstance(end, str):
+            try:
+                ends.append(parse_duration(end).total_seconds())
+            except DurationError as exc:
+                raise LabModelError(f"invalid outage {quote(value)}: {exc}") from None
+        elif isinstance(end, (int, float)) and _is_number(end):
+            ends.append(float(end))
+        else:
+            raise LabModelError(
+                f"invalid outage {quote(value)}: {quote(end, 20)} is "
+                f"neither seconds nor a duration; {allowed}"
+            )
+    return (ends[0], ends[1])
+
+
+def _is_number(value: object) -> bool:
+    """A finite int or float (not a bool, not text)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 class Request(NamedTuple):
@@ -137,29 +184,55 @@ class ModelServer:
     window: float = 1.0
 
     def __post_init__(self) -> None:
-        finite = math.isfinite
-        _check(self.capacity is None or (finite(self.capacity) and self.capacity > 0),
-               f"capacity must be a positive number of requests per second or None, "
-               f"got {self.capacity!r}")
+        finite = _is_number  # not finite or not a number at all: one sentence alike
+        for flag in ("throttle", "occ"):
+            _check(
+                isinstance(getattr(self, flag), bool),
+                f"{flag} must be True or False, got {quote(getattr(self, flag), 30)}",
+            )
+
+        _check(
+            self.capacity is None or (finite(self.capacity) and self.capacity > 0),
+            f"capacity must be a positive number of requests per second or None, "
+            f"got {quote(self.capacity, 30)}",
+        )
         if self.outage is not None:
-            start, end = self.outage
-            _check(finite(start) and finite(end) and 0 <= start < end,
-                   f"outage must be (start, end) seconds with 0 <= start < end, "
-                   f"got {self.outage!r}")
-        _check(finite(self.retry_after) and self.retry_after >= 0,
-               f"retry_after must be zero or more seconds, got {self.retry_after!r}")
-        _check(finite(self.conflict_window) and self.conflict_window >= 0,
-               f"conflict_window must be zero or more seconds, got {self.conflict_window!r}")
-        _check(finite(self.latency) and self.latency >= 0,
-               f"latency must be zero or more seconds, got {self.latency!r}")
-        _check(finite(self.latency_sd) and self.latency_sd >= 0,
-               f"latency_sd must be zero or more seconds, got {self.latency_sd!r}")
-        _check(finite(self.window) and self.window > 0,
-               f"window must be a positive number of seconds, got {self.window!r}")
+            window = self.outage
+            _check(
+                isinstance(window, tuple)
+                and len(window) == 2
+                and finite(window[0])
+                and finite(window[1])
+                and 0 <= window[0] < window[1],
+                f"outage must be (start, end) seconds with 0 <= start < end, "
+                f"got {quote(self.outage, 40)}",
+            )
+        _check(
+            finite(self.retry_after) and self.retry_after >= 0,
+            f"retry_after must be zero or more seconds, got {self.retry_after!r}",
+        )
+        _check(
+            finite(self.conflict_window) and self.conflict_window >= 0,
+            f"conflict_window must be zero or more seconds, got {self.conflict_window!r}",
+        )
+        _check(
+            finite(self.latency) and self.latency >= 0,
+            f"latency must be zero or more seconds, got {self.latency!r}",
+        )
+        _check(
+            finite(self.latency_sd) and self.latency_sd >= 0,
+            f"latency_sd must be zero or more seconds, got {self.latency_sd!r}",
+        )
+        _check(
+            finite(self.window) and self.window > 0,
+            f"window must be a positive number of seconds, got {self.window!r}",
+        )
         if self.capacity is not None:
-            _check(self.capacity * self.window >= 1,
-                   f"capacity × window must admit at least one request, got "
-                   f"{self.capacity!r}/s × {self.window!r}s")
+            _check(
+                self.capacity * self.window >= 1,
+                f"capacity × window must admit at least one request, got "
+                f"{self.capacity!r}/s × {self.window!r}s",
+            )
 
     def start(self) -> ServerState:
         """A fresh state of this server: nothing admitted, an empty traffic log."""
@@ -167,16 +240,15 @@ class ModelServer:
 
     def describe(self) -> str:
         """The model in words, for plot titles: ``capacity 20/s · outage 10s..40s``."""
-        parts = ["unlimited capacity" if self.capacity is None
-                 else f"capacity {self.capacity:g}/s"]
+        parts = ["unlimited capacity" if self.capacity is None else f"capacity {self.capacity:g}/s"]
         if self.outage is not None:
-            parts.append(f"outage {format_duration(self.outage[0])}.."
-                         f"{format_duration(self.outage[1])}")
+            parts.append(
+                f"outage {format_duration(self.outage[0])}..{format_duration(self.outage[1])}"
+            )
         if self.throttle:
             parts.append(f"429 + Retry-After {_retry_after_header(self.retry_after)}s")
         if self.occ:
-            parts.append(f"optimistic concurrency ({format_duration(self.conflict_window)} "
-                         f"window)")
+            parts.append(f"optimistic concurrency ({format_duration(self.conflict_window)} window)")
         return " · ".join(parts)
 
 
@@ -201,8 +273,15 @@ class ServerState:
     _last_writer: int = field(default=-1, repr=False)
     _now: float = field(default=-math.inf, repr=False)
 
-    def decide(self, now: float, client: int, *, write: bool = True, attempt: int = 0,
-               outer: int | None = None) -> tuple[int, Cause]:
+    def decide(
+        self,
+        now: float,
+        client: int,
+        *,
+        write: bool = True,
+        attempt: int = 0,
+        outer: int | None = None,
+    ) -> tuple[int, Cause]:
         """The status and cause of a request at ``now`` (module docstring's rules)."""
         if now < self._now:
             raise LabModelError(
@@ -230,8 +309,12 @@ class ServerState:
             else:
                 if capacity is not None:
                     self._admitted.append(now)
-                if (write and server.occ and self._last_writer != client
-                        and now - self._last_write < server.conflict_window):
+                if (
+                    write
+                    and server.occ
+                    and self._last_writer != client
+                    and now - self._last_write < server.conflict_window
+                ):
                     status, cause = 409, "conflict"
                 else:
                     status, cause = (201, "ok") if write else (200, "ok")
@@ -242,8 +325,16 @@ class ServerState:
         )
         return status, cause
 
-    def handle(self, now: float, client: int, method: str = "POST", path: str = "/",
-               body: Any = None, *, attempt: int = 0) -> ModelResponse:
+    def handle(
+        self,
+        now: float,
+        client: int,
+        method: str = "POST",
+        path: str = "/",
+        body: Any = None,
+        *,
+        attempt: int = 0,
+    ) -> ModelResponse:
         """Answer one HTTP-like request at simulated time ``now`` and log it.
 
         2xx data is demo-API-like (spec §8): ``{"ok": true, "client": n, "id": k}`` with
@@ -251,31 +342,45 @@ class ServerState:
         ``body`` is accepted for the caller's convenience and not inspected.
         """
         method = method.upper()
-        status, cause = self.decide(now, client, write=method not in READ_METHODS,
-                                    attempt=attempt)
+        status, cause = self.decide(now, client, write=method not in READ_METHODS, attempt=attempt)
         headers = {"Content-Type": "application/json"}
         if status < 300:
-            data: Any = {"ok": True, "client": client, "id": len(self.traffic),
-                         "method": method, "path": path}
+            data: Any = {
+                "ok": True,
+                "client": client,
+                "id": len(self.traffic),
+                "method": method,
+                "path": path,
+            }
             return ModelResponse(status, headers, data, cause)
         headers["Content-Type"] = "application/problem+json"
         if cause == "throttled":
             headers["Retry-After"] = _retry_after_header(self.server.retry_after)
-        data = {"type": _PROBLEM_BASE + cause, "title": _TITLES[status], "status": status,
-                "detail": self._detail(cause)}
+        data = {
+            "type": _PROBLEM_BASE + cause,
+            "title": _TITLES[status],
+            "status": status,
+            "detail": self._detail(cause),
+        }
         return ModelResponse(status, headers, data, cause)
 
     def _detail(self, cause: Cause) -> str:
         server = self.server
         if cause == "outage" and server.outage is not None:
             start, end = server.outage
-            return (f"the server is down from {format_duration(start)} to "
-                    f"{format_duration(end)} (the model's outage window)")
+            return (
+                f"the server is down from {format_duration(start)} to "
+                f"{format_duration(end)} (the model's outage window)"
+            )
         if cause == "conflict":
-            return ("another client's write landed within the last "
-                    f"{format_duration(server.conflict_window)}; read again and retry")
-        return (f"the server is over its capacity of {server.capacity:g} requests/s "
-                f"(the model's sliding {format_duration(server.window)} window)")
+            return (
+                "another client's write landed within the last "
+                f"{format_duration(server.conflict_window)}; read again and retry"
+            )
+        return (
+            f"the server is over its capacity of {server.capacity:g} requests/s "
+            f"(the model's sliding {format_duration(server.window)} window)"
+        )
 
 
 #: Ready-made models by name (the magic's ``--server MODEL``); each is one

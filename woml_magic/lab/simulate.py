@@ -26,10 +26,12 @@ from __future__ import annotations
 import heapq
 import math
 import random
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal, NamedTuple
 
+from ..errors import quote
 from ..policy import DurationError, RetryPolicy, format_duration, parse_duration
 from .server import LabModelError, ModelServer, Request
 from .whatif import RetryBudget, WhatIf
@@ -58,8 +60,7 @@ class Arrivals:
             raise LabModelError(f"unknown arrivals {self.kind!r}; {_ARRIVALS_ALLOWED}")
         if self.kind != "at-once" and not (math.isfinite(self.value) and self.value > 0):
             what = "window" if self.kind == "uniform" else "rate"
-            raise LabModelError(f"{self.kind} arrivals need a positive {what}, "
-                                f"got {self.value!r}")
+            raise LabModelError(f"{self.kind} arrivals need a positive {what}, got {self.value!r}")
 
     @classmethod
     def at_once(cls) -> Arrivals:
@@ -87,13 +88,12 @@ class Arrivals:
                 return cls.uniform(parse_duration(value).total_seconds())
             except DurationError as exc:
                 raise LabModelError(
-                    f"invalid arrivals {text!r} ({_ARRIVALS_ALLOWED}): {exc}") from None
-        if kind == "poisson" and value.endswith("/s"):
-            try:
-                return cls.poisson(float(value[:-2]))
-            except ValueError:
-                pass
-        raise LabModelError(f"invalid arrivals {text!r}; {_ARRIVALS_ALLOWED}")
+                    f"invalid arrivals {quote(text)} ({_ARRIVALS_ALLOWED}): {exc}"
+                ) from None
+        # ASCII digits only: float() would take "２0" and "٥" as well.
+        if kind == "poisson" and re.fullmatch(r"(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)/s", value):
+            return cls.poisson(float(value[:-2]))
+        raise LabModelError(f"invalid arrivals {quote(text)}; {_ARRIVALS_ALLOWED}")
 
     def times(self, n: int, rng: random.Random) -> list[float]:
         """The start times of ``n`` clients (client ``i`` starts at ``times[i]``)."""
@@ -223,9 +223,11 @@ class SimResult:
     @property
     def completion_times(self) -> list[float]:
         """Seconds from start to success, for each client that succeeded."""
-        return [end - start for start, end, outcome in zip(self.starts, self.ends,
-                                                            self.outcomes, strict=True)
-                if outcome == "succeeded"]
+        return [
+            end - start
+            for start, end, outcome in zip(self.starts, self.ends, self.outcomes, strict=True)
+            if outcome == "succeeded"
+        ]
 
     @property
     def percentiles(self) -> Percentiles:
@@ -255,11 +257,13 @@ class SimResult:
                     ok[i] += 1
                 else:
                     failed[i] += 1
-        return Load(bin, [i * bin for i in range(n)], [c / bin for c in ok],
-                    [c / bin for c in failed])
+        return Load(
+            bin, [i * bin for i in range(n)], [c / bin for c in ok], [c / bin for c in failed]
+        )
 
-    def recovered_at(self, after: float, *, capacity: float | None = None,
-                     hold: float = 5.0, bin: float = 1.0) -> float:
+    def recovered_at(
+        self, after: float, *, capacity: float | None = None, hold: float = 5.0, bin: float = 1.0
+    ) -> float:
         """When the server recovered: the start of the first bin at or after ``after``
         from which the offered load (all requests/s) stays at or below ``capacity``
         (default: the server's) for ``hold`` seconds, or until the traffic ends.
@@ -321,8 +325,11 @@ def simulate(
     mean, sd = server.latency, server.latency_sd
     gauss = latency_rng.gauss
     jitter = overlay is not None and overlay.jitter is not None
-    budgets = ([RetryBudget(overlay.budget) for _ in range(layers)]
-               if overlay is not None and overlay.budget is not None else None)
+    budgets = (
+        [RetryBudget(overlay.budget) for _ in range(layers)]
+        if overlay is not None and overlay.budget is not None
+        else None
+    )
     base = policy.delay.total_seconds()
 
     state = server.start()
@@ -383,9 +390,18 @@ def simulate(
 
     return SimResult(
         label=overlay.label if overlay is not None else WOML_LABEL,
-        policy=policy, server=server, clients=clients, seed=seed, arrivals=arrivals,
-        layers=layers, overlay=overlay, traffic=state.traffic, starts=starts,
-        attempts=made, ends=ends, outcomes=outcomes,
+        policy=policy,
+        server=server,
+        clients=clients,
+        seed=seed,
+        arrivals=arrivals,
+        layers=layers,
+        overlay=overlay,
+        traffic=state.traffic,
+        starts=starts,
+        attempts=made,
+        ends=ends,
+        outcomes=outcomes,
     )
 
 
@@ -403,9 +419,11 @@ def simulate_many(
     schedule), in that order: the bench's unit of work and ``calls_vs_clients``'s
     input."""
     parsed = [WhatIf.parse(o) if isinstance(o, str) else o for o in overlays]
-    return [simulate(policy, n, server, seed=seed, arrivals=arrivals, overlay=o,
-                     layers=layers)
-            for n in clients for o in parsed]
+    return [
+        simulate(policy, n, server, seed=seed, arrivals=arrivals, overlay=o, layers=layers)
+        for n in clients
+        for o in parsed
+    ]
 
 
 def calls_vs_clients(results: Iterable[SimResult]) -> dict[str, list[tuple[int, int]]]:

@@ -27,10 +27,11 @@ from __future__ import annotations
 import difflib
 import math
 import random
+import re
 from dataclasses import dataclass
 from typing import Literal
 
-from ..errors import WomlError
+from ..errors import WomlError, quote
 from ..policy import RetryPolicy
 
 Jitter = Literal["full", "equal", "decorrelated"]
@@ -40,14 +41,19 @@ KEYS = ("jitter", "budget")
 #: Every overlay's label ends with this, in plots and in ``str()``.
 NOT_WOML = "not WOML semantics"
 
+#: A percentage's number: ASCII digits (``float`` takes ``１0`` and ``٥`` too).
+_PERCENT = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]+)?|\.[0-9]+)")
+
 
 class WhatIfError(WomlError, ValueError):
     """A ``--what-if`` text that cannot be read; the message says what is allowed."""
 
 
 def _allowed() -> str:
-    return (f"write jitter={'|'.join(JITTERS)} and/or budget=<percent> such as budget=10%, "
-            f"separated by commas")
+    return (
+        f"write jitter={'|'.join(JITTERS)} and/or budget=<percent> such as budget=10%, "
+        f"separated by commas"
+    )
 
 
 @dataclass(frozen=True)
@@ -63,16 +69,18 @@ class WhatIf:
     def __post_init__(self) -> None:
         if self.jitter is not None and self.jitter not in JITTERS:
             raise WhatIfError(f"unknown jitter {self.jitter!r}; {_allowed()}")
-        if self.budget is not None and not (math.isfinite(self.budget)
-                                            and 0 <= self.budget <= 10):
-            raise WhatIfError(f"budget must be a ratio from 0 to 10 (0% to 1000%), "
-                              f"got {self.budget!r}")
+        if self.budget is not None and not (math.isfinite(self.budget) and 0 <= self.budget <= 10):
+            raise WhatIfError(
+                f"budget must be a ratio from 0 to 10 (0% to 1000%), got {self.budget!r}"
+            )
         if self.jitter is None and self.budget is None:
             raise WhatIfError(f"an overlay needs jitter, budget or both; {_allowed()}")
 
     @classmethod
     def parse(cls, text: str) -> WhatIf:
         """Read ``"jitter=full"``, ``"budget=10%"`` or ``"jitter=equal,budget=5%"``."""
+        if not isinstance(text, str):
+            raise WhatIfError(f"a what-if is text, not {type(text).__name__}; {_allowed()}")
         jitter: Jitter | None = None
         budget: float | None = None
         seen: set[str] = set()
@@ -82,14 +90,14 @@ class WhatIf:
         for item in items:
             key, sep, value = (part.strip() for part in item.partition("="))
             if not sep:
-                raise WhatIfError(f"what-if {item!r} has no '='; {_allowed()}")
+                raise WhatIfError(f"what-if {quote(item)} has no '='; {_allowed()}")
             if key not in KEYS:
                 near = difflib.get_close_matches(key, KEYS, n=1)
                 hint = f" (did you mean {near[0]}?)" if near else ""
-                raise WhatIfError(f"unknown what-if {key!r}{hint}; {_allowed()}")
+                raise WhatIfError(f"unknown what-if {quote(key, 30)}{hint}; {_allowed()}")
             if key in seen:
                 raise WhatIfError(
-                    f"what-if {key} is given twice in {text!r}; one overlay has one {key} "
+                    f"what-if {key} is given twice in {quote(text)}; one overlay has one {key} "
                     f"(compare two values as two overlays)"
                 )
             seen.add(key)
@@ -97,8 +105,10 @@ class WhatIf:
                 if value not in JITTERS:
                     near = difflib.get_close_matches(value, JITTERS, n=1)
                     hint = f" (did you mean {near[0]}?)" if near else ""
-                    raise WhatIfError(f"unknown jitter {value!r}{hint}; choose one of "
-                                      f"{', '.join(JITTERS)}")
+                    raise WhatIfError(
+                        f"unknown jitter {quote(value, 30)}{hint}; choose one of "
+                        f"{', '.join(JITTERS)}"
+                    )
                 jitter = value
             else:
                 budget = _parse_percent(value)
@@ -156,18 +166,14 @@ def decorrelated_cap(policy: RetryPolicy) -> float:
 
 
 def _parse_percent(value: str) -> float:
-    if not value.endswith("%"):
+    if not value.endswith("%") or not _PERCENT.fullmatch(value[:-1]):
         raise WhatIfError(
-            f"budget {value!r} is not a percentage; write it with %, such as budget=10%"
+            f"budget {quote(value, 30)} is not a percentage; write it with % and ASCII "
+            "digits, such as budget=10%"
         )
-    try:
-        number = float(value[:-1])
-    except ValueError:
-        raise WhatIfError(
-            f"budget {value!r} is not a percentage; write it with %, such as budget=10%"
-        ) from None
+    number = float(value[:-1])
     if not (math.isfinite(number) and 0 <= number <= 1000):
-        raise WhatIfError(f"budget {value!r} must be from 0% to 1000%")
+        raise WhatIfError(f"budget {quote(value, 30)} must be from 0% to 1000%")
     return number / 100
 
 

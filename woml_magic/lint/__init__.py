@@ -29,6 +29,12 @@ literals and their spreads, destructuring, and the ``return`` of helper function
 few levels deep. The result of another ``services.*`` call is data, not a construct:
 its arguments are not part of a key built from it.
 
+``not-linted``
+    a note, not a warning: the cell's scripts are longer than the linter reads
+    (``MAX_LINT_CHARS``, every step's script together), so the steps from this one on
+    were not checked. Linting is linear in the script's size for any nesting; the
+    limit keeps a cell from waiting on it (``bench/lint.py``).
+
 Lines and columns are the cell's (spec §2.3): a step's script starts at
 ``Step.script_line``/``Step.script_column``.
 
@@ -46,7 +52,20 @@ from ..model import Step, Workflow
 from .rules import PER_ATTEMPT_KEY, UNKEYED_POST, findings
 from .values import Values
 
-__all__ = ["PER_ATTEMPT_KEY", "UNKEYED_POST", "LintWarning", "format_warning", "lint"]
+__all__ = [
+    "MAX_LINT_CHARS",
+    "NOT_LINTED",
+    "PER_ATTEMPT_KEY",
+    "UNKEYED_POST",
+    "LintWarning",
+    "format_warning",
+    "lint",
+]
+
+#: The most script text one ``lint`` reads, in characters, every step's together: at
+#: the linter's pace on a shared 2-core machine (``bench/lint.py``) well under a second.
+MAX_LINT_CHARS = 65_536
+NOT_LINTED = "not-linted"
 
 
 @dataclass(frozen=True)
@@ -60,12 +79,39 @@ class LintWarning:
     message: str
 
 
-def lint(workflow: Workflow) -> list[LintWarning]:
-    """The idempotency-key warnings of every step, in document order, then by position."""
+def lint(workflow: Workflow, *, max_chars: int = MAX_LINT_CHARS) -> list[LintWarning]:
+    """The idempotency-key warnings of every step, in document order, then by position.
+
+    The steps' scripts are read until together they would pass ``max_chars``; the first
+    step that does not fit gets a ``not-linted`` note instead, and it and the steps
+    after it are not read."""
     warnings: list[LintWarning] = []
-    for step in workflow.steps:
+    left = max_chars
+    for index, step in enumerate(workflow.steps):
+        if len(step.script) > left:
+            total = sum(len(s.script) for s in workflow.steps)
+            warnings.append(_not_linted(step, len(workflow.steps) - index - 1, total, max_chars))
+            break
+        left -= len(step.script)
         warnings += _lint_step(step)
     return warnings
+
+
+def _not_linted(step: Step, after: int, total: int, max_chars: int) -> LintWarning:
+    """The note on the first step the linter did not read, and how many after it."""
+    these = (
+        "this step's script was"
+        if not after
+        else f"this step's script and the {after} after it were"
+    )
+    return LintWarning(
+        step.id,
+        step.script_line,
+        step.script_column,
+        NOT_LINTED,
+        f"{these} not checked for idempotency keys: the cell's scripts are too large to "
+        f"lint ({total:,} characters; the linter reads up to {max_chars:,} per cell)",
+    )
 
 
 def format_warning(warning: LintWarning) -> str:
@@ -78,6 +124,5 @@ def _lint_step(step: Step) -> list[LintWarning]:
     found: dict[tuple[int, str, str], LintWarning] = {}
     for offset, code, message in findings(script):
         line, column = script.position(offset)
-        found.setdefault((offset, code, message),
-                         LintWarning(step.id, line, column, code, message))
+        found.setdefault((offset, code, message), LintWarning(step.id, line, column, code, message))
     return sorted(found.values(), key=lambda w: (w.line, w.column, w.code, w.message))

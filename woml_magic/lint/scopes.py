@@ -12,7 +12,8 @@ write: its value is unknown, never guessed.
 
 from __future__ import annotations
 
-from bisect import bisect_left
+import heapq
+from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, field
 
 from .syntax import Syntax
@@ -57,6 +58,9 @@ class Scopes(Syntax):
         self.function_bodies: set[int] = set()
         self.declared: set[int] = set()  # name tokens that declare (not read) a binding
         self.bindings: dict[str, list[Binding]] = {}
+        self._scoped: dict[tuple[str, int, int], Binding] = {}  # the same, by scope
+        # Per name, where each of its bindings is the innermost (``resolve``).
+        self._innermost: dict[str, tuple[list[int], list[Binding | None]]] = {}
         self.returns: dict[int, list[int]] = {}
         self.mutations: dict[int, bool] = {}
         self._collect()
@@ -76,21 +80,45 @@ class Scopes(Syntax):
         return (-1, self.n) if opener < 0 else (opener, self.closer(opener))
 
     def binding(self, name: str, scope: tuple[int, int]) -> Binding:
-        found = self.bindings.setdefault(name, [])
-        for b in found:
-            if (b.lo, b.hi) == scope:
-                return b
-        b = Binding(name, *scope)
-        found.append(b)
+        key = (name, scope[0], scope[1])
+        b = self._scoped.get(key)
+        if b is None:
+            b = self._scoped[key] = Binding(name, *scope)
+            self.bindings.setdefault(name, []).append(b)
+            self._innermost.pop(name, None)
         return b
 
     def resolve(self, name: str, at: int) -> Binding | None:
-        """The binding ``name`` refers to at token ``at``: the innermost scope holding it."""
-        best = None
-        for b in self.bindings.get(name, ()):
-            if b.lo < at < b.hi and (best is None or b.lo > best.lo):
-                best = b
-        return best
+        """The binding ``name`` refers to at token ``at``: the innermost scope holding it
+        (the first declared, of two with the same start). A lookup in ``_segments``, so a
+        name declared in every one of thousands of nested blocks costs no more per read."""
+        table = self._innermost.get(name)
+        if table is None:
+            table = self._innermost[name] = self._segments(self.bindings.get(name, []))
+        starts, found = table
+        k = bisect_right(starts, at) - 1
+        return found[k] if k >= 0 else None
+
+    @staticmethod
+    def _segments(bindings: list[Binding]) -> tuple[list[int], list[Binding | None]]:
+        """Token positions where the innermost of ``bindings`` holding them changes, and
+        which it is from there on (None: none holds them). A binding holds the tokens
+        strictly between its ``lo`` and ``hi``; one sweep with a heap of the open ones."""
+        opening = sorted(range(len(bindings)), key=lambda j: bindings[j].lo)
+        points = sorted({p for b in bindings for p in (b.lo + 1, b.hi)})
+        heap: list[tuple[int, int]] = []  # (-lo, order declared): the innermost on top
+        starts: list[int] = []
+        found: list[Binding | None] = []
+        k = 0
+        for p in points:
+            while k < len(opening) and bindings[opening[k]].lo + 1 <= p:
+                heapq.heappush(heap, (-bindings[opening[k]].lo, opening[k]))
+                k += 1
+            while heap and bindings[heap[0][1]].hi <= p:
+                heapq.heappop(heap)  # closed: below the top they wait to come up
+            starts.append(p)
+            found.append(bindings[heap[0][1]] if heap else None)
+        return starts, found
 
     def reaching(self, b: Binding, at: int) -> list[Write]:
         """The writes of ``b`` that may give its value at ``at``: the last one that surely
@@ -124,8 +152,11 @@ class Scopes(Syntax):
             if p < at <= self.closer(p):
                 return True
             before = p - 1
-            if not (before < 0 or self.is_name(before, "try", "finally", "do")
-                    or self.is_punct(before, ";", "{", "}")):
+            if not (
+                before < 0
+                or self.is_name(before, "try", "finally", "do")
+                or self.is_punct(before, ";", "{", "}")
+            ):
                 return False  # a branch or a loop body that may not run, or a function
             p = self.parent[p]
 
@@ -195,11 +226,11 @@ class Scopes(Syntax):
             if t.kind != NAME or t.text in KEYWORDS:
                 continue
             if isinstance(group, int) or (
-                    self.is_punct(k - 1, "(", ",", "{", "[", "...", ":")
-                    and self.is_punct(k + 1, ",", ")", "=", "}", "]")):
+                self.is_punct(k - 1, "(", ",", "{", "[", "...", ":")
+                and self.is_punct(k + 1, ",", ")", "=", "}", "]")
+            ):
                 self.declared.add(k)
-                self.binding(t.text, scope).writes.append(
-                    Write(scope[0], k, t.text, "opaque"))
+                self.binding(t.text, scope).writes.append(Write(scope[0], k, t.text, "opaque"))
 
     def _declaration(self, k: int) -> None:
         word = self.toks[k].text
@@ -209,8 +240,11 @@ class Scopes(Syntax):
             p = self.parent[k]
             if self.is_punct(p, "(") and self.is_name(p - 1, "for"):
                 close = self.closer(p)
-                end = (self.closer(close + 1) if self.is_punct(close + 1, "{")
-                       else self.expr_end(close + 1, commas=False))
+                end = (
+                    self.closer(close + 1)
+                    if self.is_punct(close + 1, "{")
+                    else self.expr_end(close + 1, commas=False)
+                )
                 scope = (p, end)
             else:
                 scope = self.scope(self.enclosing(k, function=False))
@@ -232,8 +266,9 @@ class Scopes(Syntax):
                 name = self.toks[j].text
                 # A write takes effect once its expression is evaluated: `x = x + 1`
                 # reads the previous x.
-                write = (Write(init[1], j, name, "expr", *init) if init
-                         else Write(j, j, name, "opaque"))
+                write = (
+                    Write(init[1], j, name, "expr", *init) if init else Write(j, j, name, "opaque")
+                )
                 self.binding(name, scope).writes.append(write)
             else:
                 base = self.pure_chain(*init) if init else None
@@ -242,20 +277,24 @@ class Scopes(Syntax):
                 return
             j = end + 1
 
-    def _pattern(self, opener: int, base: tuple[str, ...] | None, scope: tuple[int, int],
-                 depth: int) -> None:
+    def _pattern(
+        self, opener: int, base: tuple[str, ...] | None, scope: tuple[int, int], depth: int
+    ) -> None:
         """Destructuring: `{ a, b: c, d: { e } } = x.y` binds `a` to the path `x.y.a`,
         `c` to `x.y.b`, `e` to `x.y.d.e`; everything else gets an unknown value."""
         known = base is not None and depth < MAX_DEPTH and self.is_punct(opener, "{")
-        for prop in (self.properties(opener) if known else ()):
+        for prop in self.properties(opener) if known else ():
             path = (*base, prop.key) if base is not None and prop.key is not None else None
             if prop.kind == "shorthand" and path:
                 self._bind_path(prop.key_at, path, scope)
-            elif prop.kind == "keyed" and path and self.is_name(prop.lo) \
-                    and prop.hi == prop.lo + 1:
+            elif prop.kind == "keyed" and path and self.is_name(prop.lo) and prop.hi == prop.lo + 1:
                 self._bind_path(prop.lo, path, scope)
-            elif prop.kind == "keyed" and path and self.is_punct(prop.lo, "{", "[") \
-                    and self.closer(prop.lo) == prop.hi - 1:
+            elif (
+                prop.kind == "keyed"
+                and path
+                and self.is_punct(prop.lo, "{", "[")
+                and self.closer(prop.lo) == prop.hi - 1
+            ):
                 self._pattern(prop.lo, path, scope, depth + 1)
             else:
                 self._opaque_names(prop.lo, prop.hi, scope)
@@ -269,9 +308,12 @@ class Scopes(Syntax):
 
     def _opaque_names(self, lo: int, hi: int, scope: tuple[int, int]) -> None:
         for k in range(lo, hi):
-            if self.is_name(k) and self.toks[k].text not in KEYWORDS \
-                    and self.is_punct(k - 1, "{", ",", "[", ":", "...") \
-                    and self.is_punct(k + 1, ",", "}", "]", "="):
+            if (
+                self.is_name(k)
+                and self.toks[k].text not in KEYWORDS
+                and self.is_punct(k - 1, "{", ",", "[", ":", "...")
+                and self.is_punct(k + 1, ",", "}", "]", "=")
+            ):
                 self.declared.add(k)
                 name = self.toks[k].text
                 self.binding(name, scope).writes.append(Write(k, k, name, "opaque"))
@@ -286,8 +328,7 @@ class Scopes(Syntax):
         self.declared.add(j)
         name = self.toks[j].text
         scope = self.scope(self.enclosing(k, function=False))
-        self.binding(name, scope).writes.append(
-            Write(scope[0], k, name, "function", body=body))
+        self.binding(name, scope).writes.append(Write(scope[0], k, name, "function", body=body))
 
     def _assignment(self, k: int) -> None:
         """`x = …`, `x += …` and destructuring assignments `({ x } = …)`, `[x] = …`."""
@@ -296,18 +337,29 @@ class Scopes(Syntax):
             # `({ x } = …)`: the statement is the parenthesis around the pattern.
             site = self.parent[opener] if self.is_punct(self.parent[opener], "(") else opener
             for j in range(opener + 1, k - 1):
-                if self.is_name(j) and j not in self.declared \
-                        and self.toks[j].text not in KEYWORDS \
-                        and self.is_punct(j - 1, "{", ",", "[", ":", "...") \
-                        and self.is_punct(j + 1, ",", "}", "]", "="):
+                if (
+                    self.is_name(j)
+                    and j not in self.declared
+                    and self.toks[j].text not in KEYWORDS
+                    and self.is_punct(j - 1, "{", ",", "[", ":", "...")
+                    and self.is_punct(j + 1, ",", "}", "]", "=")
+                ):
                     b = self.resolve(self.toks[j].text, j)
                     if b is not None:
                         b.writes.append(Write(k, site, b.name, "opaque"))
             return
         t = self.toks[k]
-        if t.kind != NAME or t.text in KEYWORDS or k in self.declared or self.after_dot(k) \
-                or not (k + 1 < self.n and self.toks[k + 1].kind == PUNCT
-                        and self.toks[k + 1].text in ASSIGN):
+        if (
+            t.kind != NAME
+            or t.text in KEYWORDS
+            or k in self.declared
+            or self.after_dot(k)
+            or not (
+                k + 1 < self.n
+                and self.toks[k + 1].kind == PUNCT
+                and self.toks[k + 1].text in ASSIGN
+            )
+        ):
             return
         b = self.resolve(t.text, k)
         if b is not None:
@@ -320,9 +372,12 @@ class Scopes(Syntax):
         key = id(b)
         if key not in self.mutations:
             self.mutations[key] = any(
-                self._mutates(k) for k in range(self.n)
-                if self.is_name(k, b.name) and not self.after_dot(k)
-                and self.resolve(b.name, k) is b)
+                self._mutates(k)
+                for k in range(self.n)
+                if self.is_name(k, b.name)
+                and not self.after_dot(k)
+                and self.resolve(b.name, k) is b
+            )
         return self.mutations[key]
 
     def _mutates(self, k: int) -> bool:
@@ -334,13 +389,18 @@ class Scopes(Syntax):
                 j = self.closer(j) + 1
             else:
                 break
-        if j > k + 1 and (self.is_punct(j, "++", "--") or (
-                j < self.n and self.toks[j].kind == PUNCT and self.toks[j].text in ASSIGN)):
+        if j > k + 1 and (
+            self.is_punct(j, "++", "--")
+            or (j < self.n and self.toks[j].kind == PUNCT and self.toks[j].text in ASSIGN)
+        ):
             return True
         if j > k + 1 and self.is_name(k - 1, "delete"):
             return True
         if self.is_punct(k - 1, "(") and self.is_name(k - 2) and self.after_dot(k - 2):
             callee = self.chain(k - 4)[0] if self.is_name(k - 4) else ()
-            return callee in (("Object", "assign"), ("Object", "defineProperty"),
-                              ("Reflect", "set"))
+            return callee in (
+                ("Object", "assign"),
+                ("Object", "defineProperty"),
+                ("Reflect", "set"),
+            )
         return False

@@ -49,13 +49,20 @@ class Syntax:
         self.n = len(self.toks)
         self.match, self.parent = brackets(self.toks)
         self.line_starts = [0, *(i + 1 for i, ch in enumerate(source) if ch == "\n")]
+        # expr_end's answers by (start, commas): nested arrows ask it once per level,
+        # and a scan that reaches an answered start ends there, so all the asking
+        # together reads each token once.
+        self._ends: dict[tuple[int, bool], int] = {}
 
     def is_punct(self, i: int, *texts: str) -> bool:
         return 0 <= i < self.n and self.toks[i].kind == PUNCT and self.toks[i].text in texts
 
     def is_name(self, i: int, *texts: str) -> bool:
-        return 0 <= i < self.n and self.toks[i].kind == NAME and (
-            not texts or self.toks[i].text in texts)
+        return (
+            0 <= i < self.n
+            and self.toks[i].kind == NAME
+            and (not texts or self.toks[i].text in texts)
+        )
 
     def after_dot(self, i: int) -> bool:
         return self.is_punct(i - 1, ".", "?.")
@@ -79,23 +86,43 @@ class Syntax:
 
     def expr_end(self, i: int, *, commas: bool = True) -> int:
         """The index after the expression starting at ``i``: at a `;`, a `,` (if
-        ``commas``), the enclosing group's closer, or a line break that ends a statement."""
-        toks, j, prev = self.toks, i, None
+        ``commas``), the enclosing group's closer, or a line break that ends a statement.
+
+        Linear in all: an expression that goes on past token ``j`` ends where the one
+        starting at ``j`` ends (the line-break rule aside, checked at ``j`` first), so
+        every start passed on the way gets the same answer, and a scan stops at the first
+        start already answered."""
+        toks, ends, j, prev = self.toks, self._ends, i, None
+        passed: list[int] = []
+        end: int | None = None
         while j < self.n:
             t = toks[j]
-            if j > i and t.newline and prev is not None and ends_expression(prev) \
-                    and starts_expression(t):
+            if (
+                j > i
+                and t.newline
+                and prev is not None
+                and ends_expression(prev)
+                and starts_expression(t)
+            ):
                 break
-            if t.kind in (MID, TAIL) or (t.kind == PUNCT and (
-                    t.text in (";", ")", "]", "}") or (commas and t.text == ","))):
+            if t.kind in (MID, TAIL) or (
+                t.kind == PUNCT and (t.text in (";", ")", "]", "}") or (commas and t.text == ","))
+            ):
                 break
+            end = ends.get((j, commas))
+            if end is not None:
+                break
+            passed.append(j)
             if t.kind == HEAD or (t.kind == PUNCT and t.text in OPENERS):
                 close = self.closer(j)
                 prev = toks[close] if close < self.n else None
                 j = close + 1
                 continue
             prev, j = t, j + 1
-        return min(j, self.n)
+        found = min(j if end is None else end, self.n)
+        for k in passed:
+            ends[(k, commas)] = found
+        return found
 
     def chain(self, i: int) -> tuple[tuple[str, ...], int]:
         """The member path starting at name ``i`` (``a.b?.c["d"]``) and the index after it."""
@@ -106,8 +133,12 @@ class Syntax:
                 k += 2
                 continue
             b = k + 1 if self.is_punct(k, "?.") else k
-            if self.is_punct(b, "[") and b + 2 < self.n and toks[b + 1].kind in (STR, TPL) \
-                    and self.is_punct(b + 2, "]"):
+            if (
+                self.is_punct(b, "[")
+                and b + 2 < self.n
+                and toks[b + 1].kind in (STR, TPL)
+                and self.is_punct(b + 2, "]")
+            ):
                 names.append(toks[b + 1].text)
                 k = b + 3
                 continue
@@ -156,8 +187,11 @@ class Syntax:
                 props.append(Prop("shorthand", t.text, lo, lo, hi))
             elif t.kind in (NAME, STR, NUM) and self.is_punct(lo + 1, "("):
                 props.append(Prop("method", t.text, lo, lo, hi))
-            elif self.is_name(lo, "get", "set", "async") and lo + 1 < hi \
-                    and toks[lo + 1].kind in (NAME, STR, NUM):
+            elif (
+                self.is_name(lo, "get", "set", "async")
+                and lo + 1 < hi
+                and toks[lo + 1].kind in (NAME, STR, NUM)
+            ):
                 props.append(Prop("method", toks[lo + 1].text, lo + 1, lo, hi))
             else:  # a computed key, `*gen() {}`, or something this reader does not know
                 props.append(Prop("other", None, lo, lo, hi))

@@ -37,29 +37,135 @@ _PUNCT_RE = re.compile(
     r">>>=|\.\.\.|===|!==|\*\*=|<<=|>>=|>>>|&&=|\|\|=|\?\?=|=>|==|!=|<=|>=|&&|\|\||\?\?"
     r"|\?\.(?!\d)|\+\+|--|[-+*/%&|^]=|\*\*|<<|>>|[{}()\[\];,<>+\-*/%&|^!~?:=.@#]"
 )
-_ESCAPE_RE = re.compile(r"\\(u\{[0-9a-fA-F]{1,8}\}|u[0-9a-fA-F]{4}|x[0-9a-fA-F]{2}|\n|.)",
-                        re.DOTALL)
-_SIMPLE_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "b": "\b", "f": "\f", "v": "\v",
-                   "0": "\0", "\n": ""}
+_ESCAPE_RE = re.compile(
+    r"\\(u\{[0-9a-fA-F]{1,8}\}|u[0-9a-fA-F]{4}|x[0-9a-fA-F]{2}|\n|.)", re.DOTALL
+)
+_SIMPLE_ESCAPES = {
+    "n": "\n",
+    "t": "\t",
+    "r": "\r",
+    "b": "\b",
+    "f": "\f",
+    "v": "\v",
+    "0": "\0",
+    "\n": "",
+}
 #: After these words a `/` starts a regular expression, not a division.
-_BEFORE_EXPRESSION = frozenset({
-    "return", "typeof", "case", "do", "else", "in", "of", "new", "delete", "void", "throw",
-    "instanceof", "yield", "await",
-})
+_BEFORE_EXPRESSION = frozenset(
+    {
+        "return",
+        "typeof",
+        "case",
+        "do",
+        "else",
+        "in",
+        "of",
+        "new",
+        "delete",
+        "void",
+        "throw",
+        "instanceof",
+        "yield",
+        "await",
+    }
+)
 #: Words that are never a reference to a binding.
-KEYWORDS = frozenset({
-    "break", "case", "catch", "class", "const", "continue", "debugger", "default", "delete",
-    "do", "else", "export", "extends", "finally", "for", "function", "if", "import", "in",
-    "instanceof", "let", "new", "return", "super", "switch", "this", "throw", "try", "typeof",
-    "var", "void", "while", "with", "yield", "await", "async", "of", "null", "true",
-    "false", "undefined", "NaN", "Infinity", "static", "get", "set", "arguments",
-})
+KEYWORDS = frozenset(
+    {
+        "break",
+        "case",
+        "catch",
+        "class",
+        "const",
+        "continue",
+        "debugger",
+        "default",
+        "delete",
+        "do",
+        "else",
+        "export",
+        "extends",
+        "finally",
+        "for",
+        "function",
+        "if",
+        "import",
+        "in",
+        "instanceof",
+        "let",
+        "new",
+        "return",
+        "super",
+        "switch",
+        "this",
+        "throw",
+        "try",
+        "typeof",
+        "var",
+        "void",
+        "while",
+        "with",
+        "yield",
+        "await",
+        "async",
+        "of",
+        "null",
+        "true",
+        "false",
+        "undefined",
+        "NaN",
+        "Infinity",
+        "static",
+        "get",
+        "set",
+        "arguments",
+    }
+)
 #: `KEYWORD (…) {` opens a block, not a function body.
-CONTROL = frozenset({"if", "for", "while", "switch", "catch", "with", "await", "return",
-                     "typeof", "void", "delete", "in", "of", "new", "instanceof", "do",
-                     "else", "case", "throw", "yield"})
-ASSIGN = frozenset({"=", "+=", "-=", "*=", "/=", "%=", "**=", "<<=", ">>=", ">>>=", "&=",
-                    "|=", "^=", "&&=", "||=", "??="})
+CONTROL = frozenset(
+    {
+        "if",
+        "for",
+        "while",
+        "switch",
+        "catch",
+        "with",
+        "await",
+        "return",
+        "typeof",
+        "void",
+        "delete",
+        "in",
+        "of",
+        "new",
+        "instanceof",
+        "do",
+        "else",
+        "case",
+        "throw",
+        "yield",
+    }
+)
+ASSIGN = frozenset(
+    {
+        "=",
+        "+=",
+        "-=",
+        "*=",
+        "/=",
+        "%=",
+        "**=",
+        "<<=",
+        ">>=",
+        ">>>=",
+        "&=",
+        "|=",
+        "^=",
+        "&&=",
+        "||=",
+        "??=",
+    }
+)
 OPENERS = frozenset({"(", "[", "{"})
 _CLOSERS = {")": "(", "]": "[", "}": "{"}
 #: Where a statement ends at a line break (automatic semicolon insertion, roughly): the
@@ -208,29 +314,38 @@ def brackets(toks: list[Token]) -> tuple[list[int], list[int]]:
     n = len(toks)
     match, parent = [-1] * n, [-1] * n
     stack: list[int] = []
+    # Per kind of opener (HEAD, "(", "[", "{"), the depths in ``stack`` of those open:
+    # a closer finds its opener at once, and a stray one (nothing of its kind open) costs
+    # nothing, so `((((…]]]]` is linear too. Every opener is pushed and popped once.
+    depths: dict[str, list[int]] = {HEAD: [], "(": [], "[": [], "{": []}
+
+    def kind(o: int) -> str:
+        return HEAD if toks[o].kind == HEAD else toks[o].text
+
     for i, t in enumerate(toks):
         parent[i] = stack[-1] if stack else -1
         if t.kind == HEAD or (t.kind == PUNCT and t.text in OPENERS):
             match[i] = n
+            depths[HEAD if t.kind == HEAD else t.text].append(len(stack))
             stack.append(i)
             continue
-        want = HEAD if t.kind in (MID, TAIL) else (
-            _CLOSERS.get(t.text) if t.kind == PUNCT else None)
-        if want is None:
+        want = (
+            HEAD if t.kind in (MID, TAIL) else (_CLOSERS.get(t.text) if t.kind == PUNCT else None)
+        )
+        if want is None or not depths[want]:
             continue
-        for depth in range(len(stack) - 1, -1, -1):
-            o = toks[stack[depth]]
-            if (o.kind == HEAD) if want == HEAD else (o.kind == PUNCT and o.text == want):
-                for unclosed in stack[depth + 1 :]:
-                    match[unclosed] = i
-                del stack[depth + 1 :]
-                if t.kind == MID:
-                    parent[i] = stack[-1]
-                else:
-                    opener = stack.pop()
-                    match[opener], match[i] = i, opener
-                    parent[i] = parent[opener]
-                break
+        depth = depths[want][-1]
+        for unclosed in reversed(stack[depth + 1 :]):  # closed by this closer, unmatched
+            match[unclosed] = i
+            depths[kind(unclosed)].pop()
+        del stack[depth + 1 :]
+        if t.kind == MID:
+            parent[i] = stack[-1]
+        else:
+            opener = stack.pop()
+            depths[want].pop()
+            match[opener], match[i] = i, opener
+            parent[i] = parent[opener]
     return match, parent
 
 
@@ -238,7 +353,14 @@ def ends_expression(t: Token) -> bool:
     """Whether a line ending with ``t`` may be a complete expression."""
     if t.kind == NAME:
         return t.text not in _BEFORE_EXPRESSION and t.text not in (
-            "const", "let", "var", "function", "async", "class", "extends")
+            "const",
+            "let",
+            "var",
+            "function",
+            "async",
+            "class",
+            "extends",
+        )
     if t.kind == PUNCT:
         return t.text in (")", "]", "}", "++", "--")
     return t.kind in (NUM, STR, TPL, TAIL, REGEX)

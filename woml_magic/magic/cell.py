@@ -29,8 +29,9 @@ from IPython.core.magic_arguments import argument, magic_arguments
 
 from .. import api
 from ..api import MEMORY, Journal, Run, Workflow
-from ..errors import WomlJournalError
+from ..errors import WomlExtraMissing, WomlImageError, WomlJournalError
 from ..parse import parse
+from ..timeline.theme import PALETTES
 from . import options
 from .display import LiveView, RunTable, display, show_lint, static_bundle
 from .settings import CLOCKS, ENGINES, settings_for
@@ -49,7 +50,8 @@ from .support import (
 )
 
 SUBCOMMANDS = (
-    "runs [--journal PATH] | show RUN_ID [--journal PATH] | cancel RUN_ID | secret NAME"
+    "runs [--journal PATH] | show RUN_ID [--journal PATH] | save RUN_ID FILE "
+    f"[--theme {'|'.join(PALETTES)}] [--scale N] | cancel RUN_ID | secret NAME"
 )
 #: A foreground run still going after this long gets the live timeline; a quicker one
 #: shows only its static timeline (no widget to create, send and replace).
@@ -152,16 +154,18 @@ class WomlMagics(Magics):
         "create-charge@1=drop-response; repeatable; ATTEMPT may be *.",
     )
     @argument("--no-lint", action="store_true", help="Show no idempotency-key warnings.")
-    @argument("--clients", metavar="N", type=int, default=None,
+    @argument("--clients", metavar="N", type=options.whole_number, action=options.Once,
+              default=None,
               help="The retry lab (spec §11): N virtual clients of this workflow on one "
               "simulated clock against a server model; the value is a LabResult.")
-    @argument("--seed", metavar="S", type=int, default=0, help="With --clients: the seed.")
-    @argument("--server", metavar="MODEL|URL", default=None,
+    @argument("--seed", metavar="S", type=options.whole_number, action=options.Once, default=0,
+              help="With --clients: the seed.")
+    @argument("--server", metavar="MODEL|URL", action=options.Once, default=None,
               help="With --clients: a model (unlimited, capacity, throttle, occ) or the URL "
               "of an API on this machine; default a model with ample capacity.")
-    @argument("--capacity", metavar="R", type=float, default=None,
+    @argument("--capacity", metavar="R", type=options.decimal, action=options.Once, default=None,
               help="With --clients: the model's capacity in requests/s.")
-    @argument("--outage", metavar="A..B", default=None,
+    @argument("--outage", metavar="A..B", action=options.Once, default=None,
               help="With --clients: every request in this window fails (e.g. 10s..40s).")
     @argument("--throttle", action="store_true",
               help="With --clients: over capacity, answer 429 with Retry-After.")
@@ -290,25 +294,58 @@ class WomlMagics(Magics):
     # -- %woml ----------------------------------------------------------------------
 
     @magic_arguments()
-    @argument("subcommand", nargs="?", default=None, help="runs, show, cancel or secret")
-    @argument("run_id", nargs="?", default=None,
-              help="the run, for show and cancel; the secret's name, for secret")
+    @argument("subcommand", nargs="?", default=None, help="runs, show, save, cancel or secret")
+    @argument(
+        "run_id",
+        nargs="?",
+        default=None,
+        help="the run, for show, save and cancel; the secret's name, for secret",
+    )
+    @argument(
+        "file",
+        nargs="?",
+        default=None,
+        help="save: the image to write, FILE.svg or FILE.png (spec §6.3)",
+    )
+    @argument(
+        "--theme",
+        choices=tuple(PALETTES),
+        default=None,
+        help="save: the image's colours, JupyterLab's light or dark; default light.",
+    )
+    @argument(
+        "--scale",
+        metavar="N",
+        type=float,
+        default=None,
+        help="save: a PNG's pixels per drawing px; default 2 (crisp on slides).",
+    )
     @argument(
         "--journal", metavar="PATH", default=None, help="The journal to read; default Woml.journal."
     )
-    @argument("--engine", choices=ENGINES, default=None,
-              help="show: read the run from this engine (temporal: the workflow's history).")
-    @argument("--temporal", metavar="HOST:PORT", default=None, help="show: the cluster.")
-    @argument("--namespace", metavar="NS", default=None, help="show: the namespace.")
+    @argument(
+        "--engine",
+        choices=ENGINES,
+        default=None,
+        help="show, save: read the run from this engine (temporal: the workflow's history).",
+    )
+    @argument("--temporal", metavar="HOST:PORT", default=None, help="show, save: the cluster.")
+    @argument("--namespace", metavar="NS", default=None, help="show, save: the namespace.")
     @line_magic("woml")  # type: ignore[arg-type,unused-ignore]
     def woml_line(self, line: str) -> Any:
-        """``%woml runs``, ``%woml show RUN_ID``, ``%woml cancel RUN_ID`` (spec §6.2)."""
+        """``%woml runs``, ``%woml show RUN_ID``, ``%woml save RUN_ID FILE``,
+        ``%woml cancel RUN_ID`` (spec §6.2, §6.3)."""
         args = parse_args(self.woml_line, line)
         command = args.subcommand
+        if args.file is not None and command != "save":
+            raise UsageError(
+                f"%woml {command} takes no file (got {args.file!r}); only "
+                "%woml save RUN_ID FILE does"
+            )
         if command == "secret":
             self._secret(args.run_id)
             return None
-        if command not in ("runs", "show", "cancel"):
+        if command not in ("runs", "show", "save", "cancel"):
             what = "needs a subcommand" if command is None else f"has no subcommand {command!r}"
             raise UsageError(f"%woml {what}; use one of: {SUBCOMMANDS}")
         if command == "runs":
@@ -320,25 +357,47 @@ class WomlMagics(Magics):
         if args.run_id is None:
             raise UsageError(f"%woml {command} needs a run id: %woml {command} RUN_ID")
         if command == "show":
-            if (args.engine or self.settings.engine) == "temporal" and args.journal is None:
-                _, temporal = options.engine(args, self.settings, "temporal")
-                with as_usage_errors(None):
-                    return api.fetch_run(args.run_id, engine="temporal", temporal=temporal)
-            return self._show(args.run_id, args.journal)
+            return self._load(args, command)
+        if command == "save":
+            self._save(args)
+            return None
         if args.journal is not None:
             raise UsageError("%woml cancel takes no --journal; it cancels a background run")
         self._cancel(args.run_id)
         return None
 
-    def _show(self, run_id: str, journal_path: str | None) -> Run:
-        journal = self._journal(journal_path)
-        if not journal.has_run(run_id):
+    def _load(self, args: Any, command: str) -> Run:
+        """The run ``%woml show`` or ``save`` names: from the journal, or from its
+        Temporal workflow's history (spec §9)."""
+        if (args.engine or self.settings.engine) == "temporal" and args.journal is None:
+            _, temporal = options.engine(args, self.settings, "temporal")
+            with as_usage_errors(None):
+                return api.fetch_run(args.run_id, engine="temporal", temporal=temporal)
+        journal = self._journal(args.journal)
+        if not journal.has_run(args.run_id):
             raise UsageError(
-                f"%woml show {run_id}: no run {run_id!r} in the journal {journal.path}; "
-                "`%woml runs` lists the runs it holds"
+                f"%woml {command} {args.run_id}: no run {args.run_id!r} in the journal "
+                f"{journal.path}; `%woml runs` lists the runs it holds"
             )
         with as_usage_errors(None):
-            return journal.load(run_id)
+            return journal.load(args.run_id)
+
+    def _save(self, args: Any) -> None:
+        """``%woml save RUN_ID FILE``: the run's timeline as an image (spec §6.3), the
+        same drawing as the notebook's; prints where it went."""
+        if args.file is None:
+            raise UsageError(
+                f"%woml save {args.run_id} needs a file: %woml save "
+                f"{args.run_id} FILE.svg (or FILE.png)"
+            )
+        run = self._load(args, "save")
+        chosen = {"theme": args.theme, "scale": args.scale}
+        given = {name: value for name, value in chosen.items() if value is not None}
+        try:
+            path = run.save(args.file, **given)
+        except (WomlImageError, WomlExtraMissing) as exc:
+            raise UsageError(f"%woml save {args.run_id}: {exc}") from None
+        print(f"saved the timeline of run {run.id} ({run.status}) to {path}")
 
     def _secret(self, name: str | None) -> None:
         """``%woml secret NAME``: ask for a value with a password prompt and keep it in

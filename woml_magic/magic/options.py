@@ -4,16 +4,68 @@ it when it is wrong."""
 
 from __future__ import annotations
 
+import argparse
 import keyword
+import math
 import os
+import re
+from collections.abc import Sequence
 from typing import Any
 
 from IPython.core.error import UsageError
 
 from .. import api
 from ..api import Journal, Workflow
-from ..errors import WomlRunError
+from ..errors import WomlRunError, quote
 from .settings import Woml
+
+# -- flag values (argparse ``type=`` and ``action=``): ASCII digits, each flag once -----
+
+_WHOLE = re.compile(r"[+-]?[0-9]{1,9}")
+_DECIMAL = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+
+
+def whole_number(text: str) -> int:
+    """A flag's whole number in ASCII digits (``int()`` also reads ``５`` and ``٥``)."""
+    if not _WHOLE.fullmatch(text.strip()):
+        raise argparse.ArgumentTypeError(
+            f"{quote(text, 30)} is not a whole number; write ASCII digits, e.g. 100"
+        )
+    return int(text)
+
+
+def decimal(text: str) -> float:
+    """A flag's number in ASCII digits (``float()`` also reads ``nan``, ``inf`` and
+    ``１``); whether it is in range is the flag's own check."""
+    if not _DECIMAL.fullmatch(text.strip()):
+        raise argparse.ArgumentTypeError(
+            f"{quote(text, 30)} is not a number; write ASCII digits, e.g. 20 or 2.5"
+        )
+    return float(text)
+
+
+class Once(argparse.Action):
+    """A flag that takes one value and may be given once: a second one is a usage error,
+    not a silent replacement of the first (``--outage 1s..2s --outage 5s..6s`` would
+    model only the last window)."""
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: str | Sequence[Any] | None,
+        option_string: str | None = None,
+    ) -> None:
+        seen: set[str] = namespace.__dict__.setdefault("_once_seen", set())
+        if self.dest in seen:
+            raise argparse.ArgumentError(
+                self,
+                f"given twice ({quote(getattr(namespace, self.dest), 30)}, then "
+                f"{quote(values, 30)}); give it once (the lab models one outage window, one "
+                "server, one capacity)",
+            )
+        seen.add(self.dest)
+        setattr(namespace, self.dest, values)
 
 
 def clock(args: Any, settings: Woml, journal: Journal) -> str:
@@ -35,18 +87,24 @@ def clock(args: Any, settings: Woml, journal: Journal) -> str:
         return kept or str(settings.clock)
     return str(asked or settings.clock)
 
+
 def engine(args: Any, settings: Woml, chosen: str | None = None) -> tuple[str, Any]:
     """The engine and, for Temporal, where it runs (spec §9): flags over settings."""
     chosen = chosen or args.engine or str(settings.engine)
-    flags = {"--temporal": args.temporal, "--namespace": args.namespace,
-             "--task-queue": getattr(args, "task_queue", None)}
+    flags = {
+        "--temporal": args.temporal,
+        "--namespace": args.namespace,
+        "--task-queue": getattr(args, "task_queue", None),
+    }
     if chosen != "temporal":
         given = [flag for flag, value in flags.items() if value is not None]
         if given:
             raise UsageError(f"{given[0]} applies to --engine temporal only")
         return chosen, None
     return chosen, settings.temporal_options(
-        target=args.temporal, namespace=args.namespace, task_queue=flags["--task-queue"])
+        target=args.temporal, namespace=args.namespace, task_queue=flags["--task-queue"]
+    )
+
 
 def check_combinations(args: Any) -> None:
     """Refuse options that contradict each other, before anything runs."""
@@ -62,10 +120,9 @@ def check_combinations(args: Any) -> None:
             "--payload does not apply to --resume: a resumed run keeps its journaled "
             "payload (spec §5.3)"
         )
-    if args.out is not None and not (
-        args.out.isidentifier() and not keyword.iskeyword(args.out)
-    ):
+    if args.out is not None and not (args.out.isidentifier() and not keyword.iskeyword(args.out)):
         raise UsageError(f"--out {args.out!r} is not a Python variable name")
+
 
 def payload(expr: str | None, settings: Woml, shell: Any) -> Any:
     """Evaluate ``--payload`` in the user namespace; it must be JSON (spec §6.1)."""
@@ -110,8 +167,15 @@ def secrets(
 
 
 #: Options that mean one run, not a lab of many (spec §11).
-_NOT_IN_A_LAB = ("resume", "run_id", "retry_interrupted", "background", "engine", "temporal",
-                 "fault")
+_NOT_IN_A_LAB = (
+    "resume",
+    "run_id",
+    "retry_interrupted",
+    "background",
+    "engine",
+    "temporal",
+    "fault",
+)
 #: Options that mean a lab (spec §11).
 _LAB_ONLY = ("server", "capacity", "outage", "what_if")
 
@@ -128,15 +192,17 @@ def check_lab(args: Any) -> None:
         return
     # The lab's own checks, flag by flag, so a bad value is one usage line that names
     # its flag (they raise LabModelError and WhatIfError, shown with a traceback).
-    from ..lab import MAX_CLIENTS
+    from ..lab import MAX_CLIENTS, loopback_url
     from ..lab.server import LabModelError, parse_outage, server_model
     from ..lab.whatif import WhatIf, WhatIfError
 
     if not 1 <= args.clients <= MAX_CLIENTS:
         raise UsageError(f"--clients {args.clients}: give 1 to {MAX_CLIENTS:,} clients")
     checks: list[tuple[str, Any, Any]] = [("--outage", args.outage, parse_outage)]
-    if args.server is not None and "://" not in args.server:
-        checks.append(("--server", args.server, server_model))
+    if args.server is not None:
+        checks.append(
+            ("--server", args.server, loopback_url if "://" in args.server else server_model)
+        )
     checks += [("--what-if", overlay, WhatIf.parse) for overlay in args.what_if or ()]
     for flag, value, check in checks:
         if value is None:
@@ -144,10 +210,11 @@ def check_lab(args: Any) -> None:
         try:
             check(value)
         except (LabModelError, WhatIfError) as exc:
-            raise UsageError(f"{flag} {value}: {exc}") from None
-    if args.capacity is not None and not args.capacity > 0:
-        raise UsageError(f"--capacity {args.capacity:g}: give a positive number of "
-                         "requests per second")
+            raise UsageError(f"{flag} {quote(value)[1:-1]}: {exc}") from None
+    if args.capacity is not None and not 0 < args.capacity < math.inf:
+        raise UsageError(
+            f"--capacity {args.capacity:g}: give a positive number of requests per second"
+        )
     for name in _NOT_IN_A_LAB:
         if getattr(args, name) not in (None, False):
             raise UsageError(

@@ -265,6 +265,30 @@
     };
   }
 
+  // btoa of a reference would base64 the reference's own text, which no server can
+  // read: the value exists only in the kernel, when the request is sent. So it is
+  // refused, with the way to send what it is almost always for: HTTP Basic auth.
+  // (Captured string methods, not a RegExp: RegExp.prototype.exec is the script's.)
+  const nativeBtoa = g.btoa;
+  const SECRET_OPEN_ENCODED = "%E2%9F%A6WOML-SECRET%3A";
+  if (typeof nativeBtoa === "function") {
+    defineProperty(g, "btoa", {
+      __proto__: null, writable: true, enumerable: false, configurable: true,
+      value: function btoa(data) {
+        const text = StringCtor(data);
+        if (apply(indexOf, text, [SECRET_OPEN]) !== -1 || apply(indexOf,
+          apply(I.toUpperCase, text, []), [SECRET_OPEN_ENCODED]) !== -1) {
+          throw new TypeErrorCtor("btoa() cannot encode a secret reference (its value "
+            + "exists only in the kernel, when a request is sent); for HTTP Basic auth put "
+            + 'the reference in the URL\'s userinfo, url: "https://alice:" + '
+            + 'services.secret("PW") + "@api.example.com/", and the kernel sends '
+            + "Authorization: Basic with the value");
+        }
+        return apply(nativeBtoa, g, [text]);
+      },
+    });
+  }
+
   // ---- services (spec §4.1, §4.4): stubs; the bridge is in prelude-services.js ----
   function buildServices(names, secretNames) {
     const root = {};

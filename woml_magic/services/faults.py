@@ -33,14 +33,15 @@ import asyncio
 import contextlib
 import dataclasses
 import json
+import math
 import re
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from http import HTTPStatus
 from typing import TYPE_CHECKING, Any, Final, Literal
 
-from ..errors import ServiceRejection, WomlRunError
-from ..policy import MAX_DURATION, DurationError, format_duration, parse_duration
+from ..errors import ServiceRejection, WomlRunError, quote
+from ..policy import MAX_ATTEMPTS, MAX_DURATION, DurationError, format_duration, parse_duration
 from ..redaction import redact_headers
 
 if TYPE_CHECKING:
@@ -51,13 +52,20 @@ Finish = Callable[..., None]
 
 FaultKind = Literal["drop-response", "timeout-after-send", "network-error", "status", "delay"]
 #: The kinds, as written after ``=``.
-KINDS: Final = ("drop-response", "timeout-after-send", "network-error", "status=NNN",
-                "delay=DURATION")
+KINDS: Final = (
+    "drop-response",
+    "timeout-after-send",
+    "network-error",
+    "status=NNN",
+    "delay=DURATION",
+)
+# Digits are ASCII (as everywhere in WOML): `[0-9]`, never `\d` or `str.isdigit`, which
+# take ² and ٥ too.
 _SHAPE = re.compile(r"(?P<call>.*)@(?P<attempt>\*|[0-9]+)=(?P<kind>.+)", re.DOTALL)
+_STATUS = re.compile(r"[0-9]{3}")
 _ALLOWED = (
     "write CALL@ATTEMPT=KIND, e.g. create-charge@1=drop-response: CALL is a managed call's "
-    "name, ATTEMPT an attempt number or * for every attempt, KIND one of "
-    + ", ".join(KINDS)
+    "name, ATTEMPT an attempt number or * for every attempt, KIND one of " + ", ".join(KINDS)
 )
 
 
@@ -101,42 +109,51 @@ class Fault:
 
 def parse_fault(text: str) -> Fault:
     """Read one ``CALL@ATTEMPT=KIND``; ``WomlRunError`` naming the bad part and what is
-    allowed otherwise."""
+    allowed otherwise (the fault quoted as a window of it, ``errors.quote``)."""
     if not isinstance(text, str):
         raise WomlRunError(f"a fault must be a string, not {type(text).__name__}; {_ALLOWED}")
+    shown = quote(text)
     match = _SHAPE.fullmatch(text.strip())
     if match is None:
-        raise WomlRunError(f"the fault {text!r} is not CALL@ATTEMPT=KIND; {_ALLOWED}")
+        raise WomlRunError(f"the fault {shown} is not CALL@ATTEMPT=KIND; {_ALLOWED}")
     call, attempt_text, kind = match["call"].strip(), match["attempt"], match["kind"].strip()
     if not call:
-        raise WomlRunError(f"the fault {text!r} names no call; {_ALLOWED}")
-    attempt = None if attempt_text == "*" else int(attempt_text)
-    if attempt is not None and attempt < 1:
+        raise WomlRunError(f"the fault {shown} names no call; {_ALLOWED}")
+    # A step makes at most MAX_ATTEMPTS attempts (spec §2.2); checked on the text first,
+    # so 5,000 digits are refused before int() would be asked to read them.
+    attempt = (
+        None
+        if attempt_text == "*"
+        else (int(attempt_text) if len(attempt_text) <= 6 else MAX_ATTEMPTS + 1)
+    )
+    if attempt is not None and not 1 <= attempt <= MAX_ATTEMPTS:
         raise WomlRunError(
-            f"the fault {text!r} names attempt {attempt}; attempts are numbered from 1 "
-            "(or * for every attempt)"
+            f"the fault {shown} names attempt {quote(attempt_text, 12)[1:-1]}; attempts "
+            f"are numbered from 1 to {MAX_ATTEMPTS} (a step makes at most {MAX_ATTEMPTS}), "
+            "or * for every attempt"
         )
     if kind in ("drop-response", "timeout-after-send", "network-error"):
         return Fault(call, attempt, kind)  # type: ignore[arg-type]  # one of the three
     name, sep, value = kind.partition("=")
     if sep and name.strip() == "status":
         value = value.strip()
-        if not value.isdigit() or not 400 <= int(value) <= 599:
+        if not _STATUS.fullmatch(value) or not 400 <= int(value) <= 599:
             raise WomlRunError(
-                f"the fault {text!r} answers with status {value!r}; status=NNN takes an "
-                "error status from 400 to 599 (e.g. status=503)"
+                f"the fault {shown} answers with status {quote(value, 12)}; status=NNN "
+                "takes an error status from 400 to 599 in ASCII digits (e.g. status=503)"
             )
         return Fault(call, attempt, "status", status=int(value))
     if sep and name.strip() == "delay":
         try:
             seconds = parse_duration(value.strip()).total_seconds()
         except DurationError as exc:
-            raise WomlRunError(f"the fault {text!r}: {exc}") from None
+            raise WomlRunError(f"the fault {shown}: {exc}") from None
         if seconds > MAX_DURATION.total_seconds():
-            raise WomlRunError(f"the fault {text!r} delays more than 24h; use a shorter delay")
+            raise WomlRunError(f"the fault {shown} delays more than 24h; use a shorter delay")
         return Fault(call, attempt, "delay", seconds=seconds)
     raise WomlRunError(
-        f"the fault {text!r} has the unknown kind {kind!r}; KIND is one of {', '.join(KINDS)}"
+        f"the fault {shown} has the unknown kind {quote(kind, 30)}; KIND is one of "
+        f"{', '.join(KINDS)}"
     )
 
 
@@ -145,8 +162,13 @@ def parse_faults(items: Iterable[str | Fault | Mapping[str, Any]] | None) -> tup
     ``EngineConfig`` travels to a Temporal activity)."""
     if items is None:
         return ()
-    if isinstance(items, (str, Fault)):
+    if isinstance(items, (str, Fault, Mapping)):
         items = [items]
+    elif not isinstance(items, Iterable):
+        raise WomlRunError(
+            f"faults must be a list of CALL@ATTEMPT=KIND strings, not "
+            f"{type(items).__name__}; {_ALLOWED}"
+        )
     faults: list[Fault] = []
     for item in items:
         if isinstance(item, Fault):
@@ -164,9 +186,13 @@ def _from_dict(data: Mapping[str, Any]) -> Fault:
     if data.get("kind") == "delay":
         # The seconds as parsed: a round trip through their text could round them.
         checked = parse_fault(head + "delay=0s")
-        seconds = float(data.get("seconds") or 0.0)
+        given = data.get("seconds") or 0.0
+        seconds = float(given) if isinstance(given, (int, float)) else math.nan
         if not 0 <= seconds <= MAX_DURATION.total_seconds():
-            raise WomlRunError(f"the fault {checked.call!r} delays {seconds}s; 0 to 24h is allowed")
+            raise WomlRunError(
+                f"the fault {quote(checked.spec)} delays {quote(given, 20)} "
+                "seconds; a number of seconds from 0 to 24h is allowed"
+            )
         return dataclasses.replace(checked, seconds=seconds)
     kind = data.get("kind")
     return parse_fault(head + (f"status={data.get('status')}" if kind == "status" else str(kind)))
@@ -223,8 +249,11 @@ class CallFaults:
         return "; ".join(self.applied) or None
 
     async def before_send(
-        self, req: HttpRequest, sleep: Callable[[float], Awaitable[None]] | None,
-        finish: Finish, redact: Iterable[str],
+        self,
+        req: HttpRequest,
+        sleep: Callable[[float], Awaitable[None]] | None,
+        finish: Finish,
+        redact: Iterable[str],
     ) -> None:
         """Wait out a ``delay`` on the run's clock; then raise the rejection of a
         ``network-error`` or of a ``status`` answered here, recorded with ``finish``."""
@@ -235,14 +264,18 @@ class CallFaults:
                 await sleep(delay.seconds or 0.0)
             except asyncio.CancelledError:
                 with contextlib.suppress(Exception):
-                    finish(outcome="network-error",
-                           error="the attempt ended during the injected delay, before the "
-                                 "request was sent; nothing was sent")
+                    finish(
+                        outcome="network-error",
+                        error="the attempt ended during the injected delay, before the "
+                        "request was sent; nothing was sent",
+                    )
                 raise
         if fault is not None and fault.kind == "network-error":
             self.applied.append(fault.injected)
-            message = (f"{req.method} {req.shown_url}: could not connect (an injected "
-                       "network-error); nothing was sent")
+            message = (
+                f"{req.method} {req.shown_url}: could not connect (an injected "
+                "network-error); nothing was sent"
+            )
             finish(outcome="network-error", error=message)
             raise ServiceRejection("NetworkError", message)
         if fault is not None and fault.kind == "status":
@@ -259,16 +292,24 @@ class CallFaults:
             return None
         self.applied.append(fault.injected)
         if fault.kind == "drop-response":
-            reason = ("the connection was closed after the request was sent, before a "
-                      "complete response arrived")
+            reason = (
+                "the connection was closed after the request was sent, before a "
+                "complete response arrived"
+            )
         else:
-            reason = (f"no response arrived within {format_duration(req.timeout)} after the "
-                      "request was sent")
-        message = (f"{req.method} {req.shown_url}: {reason} (an injected {fault.kind}); "
-                   "whether the server acted on it is unknown")
-        finish(outcome="ambiguous",
-               error=f"{message} (the server answered {status}; the injected "
-                     "fault discarded the response)")
+            reason = (
+                f"no response arrived within {format_duration(req.timeout)} after the "
+                "request was sent"
+            )
+        message = (
+            f"{req.method} {req.shown_url}: {reason} (an injected {fault.kind}); "
+            "whether the server acted on it is unknown"
+        )
+        finish(
+            outcome="ambiguous",
+            error=f"{message} (the server answered {status}; the injected "
+            "fault discarded the response)",
+        )
         return message
 
 
@@ -287,13 +328,18 @@ def _answered_here(
         phrase = HTTPStatus(status).phrase
     except ValueError:  # a status the standard library does not name (e.g. 599)
         phrase = ""
-    data = {"type": "about:blank", "title": phrase or f"Status {status}", "status": status,
-            "detail": f"answered by the injected fault {fault.spec}; the request was "
-                      "not sent"}
-    response = httpx.Response(status, headers={"content-type": "application/problem+json"},
-                              content=json.dumps(data).encode())
-    headers = redact_headers({name: response.headers[name] for name in response.headers},
-                             redact)
+    data = {
+        "type": "about:blank",
+        "title": phrase or f"Status {status}",
+        "status": status,
+        "detail": f"answered by the injected fault {fault.spec}; the request was not sent",
+    }
+    response = httpx.Response(
+        status,
+        headers={"content-type": "application/problem+json"},
+        content=json.dumps(data).encode(),
+    )
+    headers = redact_headers({name: response.headers[name] for name in response.headers}, redact)
     record = {"status": status, "headers": headers, "data": data}
     message = http_error_message(req.method, req.shown_url, response, data)
     finish(outcome="response", status=status, response=record, error=message)

@@ -324,9 +324,11 @@ class HttpService:
     async def _send(self, req: HttpRequest) -> tuple[httpx.Response, bytes]:
         """Send and read the body, at most ``max_response_bytes`` of it, counted after
         decompression while it streams (http_body.py)."""
+        # The userinfo is in req.headers as Authorization already (http_request.py).
+        url = req.url.copy_with(username=None, password=None) if req.url.userinfo else req.url
         async with self._client.stream(
             req.method,
-            req.url,
+            url,
             headers=list(req.headers),
             content=req.content,
             timeout=req.timeout,

@@ -12,6 +12,7 @@ Query strings and form bodies (spec §10.3) are encoded in ``http_form``.
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 import difflib
 import json
@@ -25,11 +26,12 @@ import httpx
 
 from ..errors import ServiceRejection
 from ..events import CallStarted
-from ..limits import DEFAULT_TIMEOUT_S
+from ..limits import DEFAULT_MAX_JSON_DEPTH, DEFAULT_TIMEOUT_S, loads_limited
 from ..policy import MAX_DURATION, DurationError, parse_duration
 from ..redaction import DEFAULT_REDACTED, REDACTED, redact_headers
 from .http_form import FORM_TYPE, form_body, form_pairs, js_type, query_pairs
-from .secrets import Secrets, has_reference
+from .http_outcome import is_json_type
+from .secrets import Secrets, encode_references, has_reference, json_escape
 
 if TYPE_CHECKING:
     from .scope import CallScope
@@ -57,14 +59,18 @@ _HINTS = {
 _FRAMING_HEADERS = ("content-length", "transfer-encoding", "connection")
 _TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
 _BAD_VALUE_CHARS = re.compile(r"[\r\n\x00]")
+#: A URL's scheme and userinfo: what stands before the last ``@`` of its authority.
+_USERINFO = re.compile(r"([A-Za-z][A-Za-z0-9+.\-]*://)([^/?#]*)@")
 
 
 @dataclass(frozen=True)
 class HttpRequest:
     """A validated request, ready to send (spec §4.1).
 
-    ``headers`` are the headers the script set, plus ``Content-Type`` for ``json`` or
-    ``form`` and the idempotency header, in that order, with real values. ``timeout``
+    ``headers`` are the headers the script set, plus ``Authorization: Basic`` for a
+    URL's userinfo, ``Content-Type`` for ``json`` or ``form`` and the idempotency
+    header, in that order, with real values; ``url`` keeps the userinfo for showing
+    (``shown_url``) and is sent without it. ``timeout``
     is seconds and, as in httpx, bounds each phase (connecting, waiting for a pooled
     connection, each write, each read) rather than the whole call; the step's
     ``timeout`` bounds that.
@@ -278,13 +284,19 @@ def parse_request(
     if not has_reference(request):
         return _parse(request, options, default_timeout)
     store = secrets if secrets is not None else Secrets()
+    if isinstance(request, dict) and isinstance(request.get("url"), str):
+        request = {**request, "url": _userinfo_encoded(request["url"])}
     placed, restore = store.placeholders(request)
     try:
         shown = _parse(placed, options, default_timeout)
     except ServiceRejection as rejection:
         raise _reject(restore(rejection.message)) from None
+    sent = store.substitute(request)
+    body = request.get("body")
+    if isinstance(body, str) and has_reference(body):
+        sent["body"] = _body_sent(store, body, request.get("headers"))
     try:
-        real = _parse(store.substitute(request), options, default_timeout)
+        real = _parse(sent, options, default_timeout)
     except ServiceRejection as rejection:
         raise _reject(store.scrub(rejection.message)) from None
     display = dataclasses.replace(
@@ -294,6 +306,39 @@ def parse_request(
         else (restore(shown.idempotency[0]), restore(shown.idempotency[1])),
     )
     return dataclasses.replace(real, display=display, display_url=restore(shown.shown_url))
+
+
+def _userinfo_encoded(url: str) -> str:
+    """``url`` with each secret reference in its userinfo (``http://user:REF@host/``)
+    percent-encoded, so the value is sent percent-encoded there (spec §10.1): a
+    password holding ``@``, ``:``, ``/`` or ``#`` then stays the password, and the
+    ``Authorization: Basic`` header built from it carries it exactly."""
+    match = _USERINFO.match(url)
+    if match is None or not has_reference(match.group(2)):
+        return url
+    return match.group(1) + encode_references(match.group(2)) + url[match.end(2) :]
+
+
+def _body_sent(store: Secrets, body: str, headers: Any) -> str:
+    """``body`` with its references replaced for sending, escaped for where they stand
+    (spec §10.1): a body that is JSON as written (so every reference is inside a JSON
+    string) gets each value JSON-escaped and stays valid JSON; a body sent as JSON that
+    is not JSON as written is refused, as where a reference stands cannot be known; any
+    other body gets the values as they are."""
+    try:
+        loads_limited(body, max_depth=DEFAULT_MAX_JSON_DEPTH, what="request.body")
+    except ValueError:
+        content_type = next((v for k, v in headers.items() if isinstance(k, str)
+                             and k.lower() == "content-type" and isinstance(v, str)),
+                            None) if isinstance(headers, dict) else None
+        if is_json_type(content_type):
+            raise _reject(
+                f"request.body is sent as {content_type} but is not valid JSON as written, "
+                "so a secret reference in it cannot be escaped for where it stands; build "
+                "the body with JSON.stringify(...) or give the object as json"
+            ) from None
+        return str(store.substitute(body))
+    return str(store.substitute(body, escape=json_escape))
 
 
 def _parse(request: Any, options: Any, default_timeout: float) -> HttpRequest:
@@ -310,6 +355,8 @@ def _parse(request: Any, options: Any, default_timeout: float) -> HttpRequest:
         raise _reject(f"request.method {method!r} is not allowed; use one of {', '.join(METHODS)}")
     url = _parse_url(request.get("url"))
     headers = _parse_headers(request.get("headers"))
+    if url.userinfo:
+        headers.append(_basic_auth(url, headers))
     query = query_pairs(request.get("query"))
     if query:
         url = url.copy_merge_params(tuple(query))
@@ -357,6 +404,21 @@ def _parse(request: Any, options: Any, default_timeout: float) -> HttpRequest:
         idempotency=idempotency,
         name=_parse_name(options),
     )
+
+
+def _basic_auth(url: httpx.URL, headers: list[tuple[str, str]]) -> tuple[str, str]:
+    """The ``Authorization: Basic`` header of a URL's userinfo (RFC 7617: base64 of
+    ``user:password`` in UTF-8), as httpx would add it while sending. Made here so the
+    request carries, and the journal shows (as ``•••``), every header that is sent;
+    ``TypeError`` when the script sets ``Authorization`` too."""
+    clash = [name for name, _ in headers if name.lower() == "authorization"]
+    if clash:
+        raise _reject(
+            f"request.url has a user and password and request.headers sets {clash[0]!r}; "
+            "give the credentials once: in the URL for Basic auth, or in the header"
+        )
+    pair = f"{url.username}:{url.password}".encode("utf-8", "surrogatepass")
+    return "Authorization", "Basic " + base64.b64encode(pair).decode("ascii")
 
 
 class HostAllowList:

@@ -6,16 +6,20 @@ opaque *reference* for a name from ``services.secret("NAME")``::
     ⟦woml-secret:NAME⟧          U+27E6, "woml-secret:", the name, U+27E7
 
 and the HTTP service replaces every reference in a request (URL, query, headers,
-form, JSON, body) by the value when it sends it. What is journaled and shown keeps
-the reference. Whatever comes back (response headers, data, error messages) is
-scrubbed first: every occurrence of a value — as is, percent-encoded, JSON-escaped or
-``repr``-escaped — becomes its reference. So the value never reaches the JavaScript context, the
+form, JSON, body) by the value when it sends it, escaped for where it stands: in the
+userinfo of a URL percent-encoded, in a JSON text JSON-escaped (``escape``). What is
+journaled and shown keeps the reference. Whatever comes back (response headers, data,
+error messages) is scrubbed first: every occurrence of a value in the encodings echoes
+use (``echoes.py``: percent-encoded, HTML-escaped, JSON-escaped, base64 — of the value
+or of ``user:value`` as an ``Authorization: Basic`` token carries it — in any letter
+case) becomes its reference. So the value never reaches the JavaScript context, the
 journal, the ``Run``, a timeline, logs or error messages.
 
 A reference a script percent-encoded (``encodeURIComponent(services.secret("K"))``)
 is found too and replaced by the value percent-encoded the same way. Other
-transformations of a reference (``btoa``, slicing) make it an ordinary string, sent
-as it stands.
+transformations of a reference (slicing, a case change) make it an ordinary string,
+sent as it stands; ``btoa`` of one is refused in the script (prelude.js) with the way
+to send Basic auth: a reference in the URL's userinfo.
 
 The store never shows a value: ``repr`` and ``str`` list names only, and it refuses
 to be pickled, so it cannot travel to another process or a workflow history by
@@ -29,9 +33,10 @@ import re
 import uuid
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Final, NoReturn
-from urllib.parse import quote, quote_plus
+from urllib.parse import quote
 
 from ..errors import ServiceRejection, WomlRunError
+from .echoes import Finder
 
 #: ``[A-Za-z_][A-Za-z0-9_]*``: what a secret's name may be (an environment variable's
 #: name), so a name reads the same in ``%woml secret NAME``, ``Woml.secrets`` and code.
@@ -46,7 +51,6 @@ CLOSE: Final = "\u27e7"
 _REFERENCE = re.compile(r"\u27e6woml-secret:([^\u27e7\s]{0,128})\u27e7")
 _ENCODED_REFERENCE = re.compile(r"%E2%9F%A6woml-secret%3A([A-Za-z0-9_]{1,128})%E2%9F%A7",
                                 re.IGNORECASE)
-_HEX = re.compile(r"%[0-9A-F]{2}")
 _HOW_TO_SET = "Set one with %woml secret NAME, Woml.secrets, or wm.run(..., secrets={...})"
 
 
@@ -67,6 +71,12 @@ def has_reference(value: Any) -> bool:
     return False
 
 
+def encode_references(text: str) -> str:
+    """``text`` with each reference percent-encoded as ``encodeURIComponent`` writes it;
+    ``substitute`` then puts in the value percent-encoded the same way."""
+    return _REFERENCE.sub(lambda match: quote(match.group(0), safe=""), text)
+
+
 def map_strings(value: Any, change: Callable[[str], str]) -> Any:
     """A copy of the JSON value ``value`` with ``change`` applied to every string,
     object keys included."""
@@ -79,24 +89,9 @@ def map_strings(value: Any, change: Callable[[str], str]) -> Any:
     return value
 
 
-def _encoded_forms(value: str) -> list[str]:
-    """The forms in which a server or a message may echo ``value``: as is,
-    percent-encoded (as a path, a query or a form encodes it), JSON-escaped and as
-    Python's ``repr`` writes it."""
-    forms = [
-        value,
-        quote(value, safe=""),
-        quote(value, safe="/"),
-        quote(value, safe="!$&'()*+,;=:/?@"),
-        quote_plus(value),
-        quote_plus(value, safe="/"),
-        json.dumps(value)[1:-1],
-        json.dumps(value, ensure_ascii=False)[1:-1],
-        repr(value)[1:-1],  # a message that quotes with !r
-        ascii(value)[1:-1],
-    ]
-    forms += [_HEX.sub(lambda m: m.group(0).lower(), form) for form in forms if "%" in form]
-    return list(dict.fromkeys(forms))
+def json_escape(value: str) -> str:
+    """``value`` as it stands inside a JSON string literal (without the quotes)."""
+    return json.dumps(value, ensure_ascii=False)[1:-1]
 
 
 class Secrets:
@@ -108,7 +103,7 @@ class Secrets:
     (the message names the secret, never its value).
     """
 
-    __slots__ = ("__values", "__weakref__", "_forms")
+    __slots__ = ("__finders", "__values", "__weakref__")
 
     def __init__(self, values: Mapping[str, str] | None = None) -> None:
         checked: dict[str, str] = {}
@@ -120,10 +115,7 @@ class Secrets:
         for name, value in (values or {}).items():
             checked[check_name(name)] = _check_value(name, value)
         self.__values = dict(sorted(checked.items()))
-        # Longest first, so a value that contains another is replaced whole.
-        forms = [(form, reference(name)) for name, value in self.__values.items()
-                 for form in _encoded_forms(value)]
-        self._forms = tuple(sorted(forms, key=lambda pair: -len(pair[0])))
+        self.__finders: tuple[Finder, ...] | None = None  # made on first use: see _finders
 
     @classmethod
     def of(cls, value: Secrets | Mapping[str, str] | None) -> Secrets | None:
@@ -214,15 +206,19 @@ class Secrets:
         if has_reference(value):
             map_strings(value, check)
 
-    def substitute(self, value: Any, where: str = "the request") -> Any:
+    def substitute(
+        self, value: Any, where: str = "the request", escape: Callable[[str], str] | None = None
+    ) -> Any:
         """A copy of the JSON value ``value`` with every reference replaced by its value
-        (an ``encodeURIComponent``-ed one by the value percent-encoded the same way).
-        Raises ``unknown`` for a name that is not set. Kernel-side only: the result holds
-        real values and must go nowhere but the request being sent."""
+        (an ``encodeURIComponent``-ed one by the value percent-encoded the same way),
+        passed through ``escape`` when given (``json_escape`` for a reference inside a
+        JSON text). Raises ``unknown`` for a name that is not set. Kernel-side only: the
+        result holds real values and must go nowhere but the request being sent."""
         self.check_references(value, where)
 
         def plain(match: re.Match[str]) -> str:
-            return self.__values[match.group(1)]
+            text = self.__values[match.group(1)]
+            return text if escape is None else escape(text)
 
         def encoded(match: re.Match[str]) -> str:
             return quote(self.__values[match.group(1)], safe="")
@@ -266,17 +262,26 @@ class Secrets:
 
         return placed, restore
 
+    def _finders(self) -> tuple[Finder, ...]:
+        """One ``Finder`` per value, longest value first (so a value that contains
+        another is replaced whole); compiled on first use, as a store is often made and
+        never scrubs (≈ 0.3 ms per character of the values)."""
+        if self.__finders is None:
+            ordered = sorted(self.__values.items(), key=lambda item: -len(item[1]))
+            self.__finders = tuple(Finder(value, reference(name)) for name, value in ordered)
+        return self.__finders
+
     def scrub(self, text: str) -> str:
-        """``text`` with every value (as is, percent-encoded or JSON-escaped) replaced by
-        its reference."""
-        for form, ref in self._forms:
-            if form in text:
-                text = text.replace(form, ref)
+        """``text`` with every value, in each encoding an echo uses (``echoes.py``: as
+        is in any case, percent-encoded, HTML-escaped, backslash-escaped, base64 of a
+        text that holds it), replaced by its reference (spec §10.1)."""
+        for finder in self._finders():
+            text = finder.scrub(text)
         return text
 
     def scrub_json(self, value: Any) -> Any:
         """``scrub`` applied to every string of the JSON value ``value``, keys included."""
-        if not self._forms:
+        if not self.__values:
             return value
         return map_strings(value, self.scrub)
 
@@ -291,7 +296,7 @@ class Secrets:
 
     def reveals(self, text: str) -> bool:
         """Does ``text`` hold a value in any form ``scrub`` knows?"""
-        return any(form in text for form, _ in self._forms)
+        return any(finder.found_in(text) for finder in self._finders())
 
 
 def check_name(name: Any) -> str:

@@ -164,19 +164,22 @@ class TemporalExecution:
         client = await connect(opts)
         if opts.target is None:
             await ensure_in_kernel_worker(client, opts)
+        # A new run under an id Temporal already holds is refused, as the local engine
+        # refuses an id its journal holds (spec §3.5, §5.2): running it again would
+        # repeat its effects under the same idempotency keys. A resume is, by design, a
+        # new execution of the same id that continues the journaled past (spec §5.3).
+        reuse = WorkflowIDReusePolicy.ALLOW_DUPLICATE if self._resume \
+            else WorkflowIDReusePolicy.REJECT_DUPLICATE
         try:
             handle = await client.start_workflow(
                 WORKFLOW, self._input(), id=self._run.id, task_queue=opts.task_queue,
-                id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE,
+                id_reuse_policy=reuse,
                 id_conflict_policy=WorkflowIDConflictPolicy.FAIL,
                 static_summary=f"WOML {self._run.workflow.id} · "
                                f"{len(self._run.workflow.steps)} step(s)",
             )
         except WorkflowAlreadyStartedError:
-            raise WomlRunError(
-                f"run {self._run.id!r} is already running on Temporal (namespace "
-                f"{opts.namespace}); `%woml show {self._run.id} --engine temporal` shows it"
-            ) from None
+            raise await self._refusal(client) from None
         web = ui_url(opts)
         if web is not None:  # spec §9: the timeline links to the run in Temporal's UI
             self._run.links["Temporal Web UI"] = (
@@ -205,6 +208,27 @@ class TemporalExecution:
                 self._emit_all(done["events"][seen:], seen)
             raise
         return self._run
+
+    async def _refusal(self, client: Any) -> WomlRunError:
+        """Why Temporal would not start the run: it is running, or it already ran."""
+        from temporalio.client import WorkflowExecutionStatus
+        from temporalio.service import RPCError
+
+        run_id, ns = self._run.id, self._options.namespace
+        show = f"`%woml show {run_id} --engine temporal` shows it"
+        try:
+            status = (await client.get_workflow_handle(run_id).describe()).status
+        except RPCError:
+            status = None
+        if status is None or status == WorkflowExecutionStatus.RUNNING:
+            return WomlRunError(
+                f"run {run_id!r} is already running on Temporal (namespace {ns}); {show}")
+        return WomlRunError(
+            f"run {run_id!r} already ran on Temporal (namespace {ns}, "
+            f"{status.name.lower().replace('_', ' ')}); a run id runs once, so its "
+            f"idempotency keys are never reused by another run: pick another id, or "
+            f"continue it with resume={run_id!r} from its journal; {show}"
+        )
 
     def _emit_all(self, events: list[dict[str, Any]], seen: int) -> int:
         for data in events:

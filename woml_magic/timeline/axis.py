@@ -33,6 +33,8 @@ from .geometry import BREAK_W, LABEL_GAP, LABEL_W, TICK_MIN_PX, TRACK_W, text_wi
 
 BREAK_RATIO = 10.0
 BREAK_FLOOR = 5.0  # seconds
+#: The most tick candidates one piece of the axis can hold (see ``axis_ticks``).
+_MAX_TICKS_PER_PIECE = math.ceil(TRACK_W / TICK_MIN_PX) + 2
 
 Knots = Sequence[tuple[float, float]]
 Gap = tuple[float, float]
@@ -54,12 +56,21 @@ def format_time(seconds: float) -> str:
 
     Rounding is half to even (Python's ``round``), in each step above.
 
-    An axis break's label is ``"≈ " + format_time(length)``.
+    An axis break's label is ``"≈ " + format_time(length)``. Total, whatever it is
+    given (a ``Run`` need not come from a sound journal): ±∞ is ``∞s``/``-∞s`` and NaN
+    ``?s``; a time of an hour or more never takes the millisecond path, whose product
+    would overflow for the largest floats.
     """
+    if math.isnan(seconds):
+        return "?s"
     if seconds < 0:
         return "-" + format_time(-seconds)
+    if math.isinf(seconds):
+        return "∞s"
     if seconds == 0:
         return "0s"
+    if seconds >= 3600:
+        return _hours(seconds)
     ms = round(seconds * 1000)
     if ms == 0:
         decimals = 1 - math.floor(math.log10(seconds))
@@ -70,6 +81,10 @@ def format_time(seconds: float) -> str:
     if tenths < 36_000:
         m, rest = divmod(tenths, 600)
         return f"{m}m" + (f" {_trim(f'{rest / 10:.1f}')}s" if rest else "")
+    return _hours(seconds)
+
+
+def _hours(seconds: float) -> str:
     whole = round(seconds)
     h, rest = divmod(whole, 3600)
     m, s = divmod(rest, 60)
@@ -215,7 +230,12 @@ def axis_ticks(knots: Knots, broken: Sequence[Gap], scale: float) -> tuple[float
     ]
     for t0, t1 in pieces:
         k = math.ceil(t0 / step - 1e-9)
-        while k * step <= t1 + 1e-9:
+        # A piece is at most the track wide and ticks are at least TICK_MIN_PX apart, so
+        # this many candidates cover it; the bound also ends the loop where floats are
+        # too coarse for the step to advance (a time near 1e300 plus 1 s is itself).
+        for _ in range(_MAX_TICKS_PER_PIECE):
+            if k * step > t1 + 1e-9:
+                break
             t = round(k * step, 9)
             x = interpolate(knots, scale, t)
             half = text_width(format_time(t)) / 2 + LABEL_GAP / 2

@@ -66,6 +66,11 @@ def _call_row(call: Call) -> str:
     return "<tr>" + "".join(cells) + "</tr>"
 
 
+#: The HTTP table's column widths in percent: name, method, URL, status, idempotency
+#: header, the server's verdict, headers (the URL and headers wrap; spec §6.3).
+CALL_COLUMN_WIDTHS = (10, 7, 24, 7, 18, 16, 18)
+
+
 def _td(markup: str, *, long: bool = False) -> str:
     """A table cell; ``long`` for long untrusted text that may break anywhere."""
     return f'<td class="woml-long">{markup}</td>' if long else f"<td>{markup}</td>"
@@ -114,7 +119,9 @@ def attempt_details_html(step_id: str, attempt: Attempt) -> str:
             "headers",
         )
         out.append(
-            '<table class="woml-calls"><tr>'
+            '<table class="woml-calls">'
+            + columns(CALL_COLUMN_WIDTHS)
+            + "<tr>"
             + "".join(f"<th>{h}</th>" for h in head)
             + "</tr>"
             + "".join(_call_row(c) for c in attempt.calls)
@@ -192,8 +199,10 @@ def target_html(t: Translation) -> str:
     schedule" or ``span.woml-differs`` "differs", ``span.woml-target-waits``: the
     target's waits and, where they differ, WOML's), ``pre.woml-target-code > code``
     (the snippet) and ``ul.woml-target-warnings`` (one ``li`` per warning, if any)."""
-    mark = '<span class="woml-same">same schedule</span>' if t.same else (
-        '<span class="woml-differs">differs</span>'
+    mark = (
+        '<span class="woml-same">same schedule</span>'
+        if t.same
+        else ('<span class="woml-differs">differs</span>')
     )
     waits = _waits_words(t.delays) + (
         ", as WOML" if t.same else f"; WOML {_waits_words(t.woml_delays)}"
@@ -217,12 +226,19 @@ def target_html(t: Translation) -> str:
 
 
 def _waits_words(delays: tuple[float, ...]) -> str:
-    """"waits 1s, 2s, 4s" as the axis writes times, or "no retry"."""
+    """ "waits 1s, 2s, 4s" as the axis writes times, or "no retry"."""
     return "waits " + ", ".join(format_time(d) for d in delays) if delays else "no retry"
 
 
 #: The key lineage table's columns (spec §10.3).
 LINEAGE_HEAD = ("attempt", "call", "method", "URL", "status", "server's verdict", "why")
+#: Their widths in percent (the URL and the why wrap; spec §6.3: fits any output).
+LINEAGE_COLUMN_WIDTHS = (8, 10, 8, 26, 7, 16, 25)
+
+
+def columns(widths: tuple[int, ...]) -> str:
+    """A table's ``col`` elements: fixed widths in percent, so it fits its output."""
+    return "".join(f'<col style="width:{w}%"/>' for w in widths)
 
 
 def _lineage_row(step_id: str, use: KeyUse) -> str:
@@ -267,7 +283,9 @@ def lineage_html(lin: StepLineage) -> str:
     ]
     if lin.uses:
         out.append(
-            '<table class="woml-lineage-table"><tr>'
+            '<table class="woml-lineage-table">'
+            + columns(LINEAGE_COLUMN_WIDTHS)
+            + "<tr>"
             + "".join(f"<th>{h}</th>" for h in LINEAGE_HEAD)
             + "</tr>"
             + "".join(_lineage_row(lin.step_id, u) for u in lin.uses)

@@ -73,7 +73,7 @@ from .layout import compute_layout
 from .markup import data_time, esc
 from .outcome_styles import BAR_TEXT
 from .svg import render_svg
-from .theme import var
+from .theme import BACKGROUND, var
 
 #: spec §6.5: what a saved output says where its picture shows instead of the live
 #: drawing (an untrusted notebook, GitHub, nbviewer, a sanitized export).
@@ -85,7 +85,7 @@ SHARED_NOTE = (
 )
 #: The picture's own background: as an <img> the SVG cannot see the page's theme, so
 #: its fallback colours (dark text) sit on white, readable on a dark page too.
-PICTURE_BG = "#ffffff"
+PICTURE_BG = BACKGROUND
 
 
 def scoped_style(r: str = ".woml-timeline") -> str:
@@ -126,6 +126,10 @@ def scoped_style(r: str = ".woml-timeline") -> str:
         # Long untrusted text (URLs, errors, headers) may break anywhere; short cells
         # (a method, a status, a name) keep their words whole.
         f"{r} td.woml-long{{overflow-wrap:anywhere}}",
+        # The HTTP and key lineage tables fit their output at any width (800 px too):
+        # fixed columns, the URL, key and headers wrap, the server's verdict stays in view.
+        f"{r} table.woml-calls,{r} table.woml-lineage-table{{table-layout:fixed;width:100%}}",
+        f"{r} table.woml-calls th,{r} table.woml-lineage-table th{{overflow-wrap:anywhere}}",
         f"{r} .woml-lineage{{margin:4px 0 2px 12px}}",
         f"{r} .woml-lineage p{{margin:2px 0}}",
         f"{r} .woml-lineage-warning{{font-weight:bold}}",
@@ -168,18 +172,25 @@ def picture(svg: str, alt: str) -> str:
     shows the timeline, not its labels run together. The script turns it back into the
     inline SVG wherever it runs (``timeline.js``, ``adoptPicture``)."""
     opened = svg.index(">") + 1
-    backed = (svg[:opened] + f'<rect class="woml-picture-bg" width="100%" height="100%"'
-              f' fill="{PICTURE_BG}"/>' + svg[opened:])
+    backed = (
+        svg[:opened] + f'<rect class="woml-picture-bg" width="100%" height="100%"'
+        f' fill="{PICTURE_BG}"/>' + svg[opened:]
+    )
     size = " ".join(f'{name}="{value}"' for name, value in _svg_size(svg))
     data = base64.b64encode(backed.encode("utf-8")).decode("ascii")
-    return (f'<img class="woml-picture" {size} style="max-width:100%;height:auto"'
-            f' alt="{esc(alt)}" src="data:image/svg+xml;base64,{data}"/>')
+    return (
+        f'<img class="woml-picture" {size} style="max-width:100%;height:auto"'
+        f' alt="{esc(alt)}" src="data:image/svg+xml;base64,{data}"/>'
+    )
 
 
 def _svg_size(svg: str) -> list[tuple[str, str]]:
     head = svg[: svg.index(">")]
-    return [(name, head.split(f' {name}="', 1)[1].split('"', 1)[0])
-            for name in ("width", "height") if f' {name}="' in head]
+    return [
+        (name, head.split(f' {name}="', 1)[1].split('"', 1)[0])
+        for name in ("width", "height")
+        if f' {name}="' in head
+    ]
 
 
 def render_html(run: Run, *, now: float | None = None, as_picture: bool = False) -> str:
@@ -203,11 +214,13 @@ def render_html(run: Run, *, now: float | None = None, as_picture: bool = False)
         f"<code>{esc(layout.run_id)}</code> · {esc(layout.clock)} clock · "
         f'<strong class="woml-status">{esc(layout.status)}</strong> · '
         f"t = {esc(format_time(layout.now))}"
-        + "".join(f' · <a class="woml-link" href="{esc(url)}" target="_blank" '
-                  f'rel="noopener">{esc(label)}</a>' for label, url in run.links.items())
+        + "".join(
+            f' · <a class="woml-link" href="{esc(url)}" target="_blank" '
+            f'rel="noopener">{esc(label)}</a>'
+            for label, url in run.links.items()
+        )
         + "</div>",
-        *([f'<p class="woml-shared-note">{esc(SHARED_NOTE)}</p>']
-          if as_picture else []),
+        *([f'<p class="woml-shared-note">{esc(SHARED_NOTE)}</p>'] if as_picture else []),
         f'<div class="woml-scroll" style="overflow-x:auto">'
         f"{picture(svg, f'timeline of run {layout.run_id}') if as_picture else svg}</div>",
         '<div class="woml-replay"></div>',

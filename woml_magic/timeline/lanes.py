@@ -173,6 +173,8 @@ def build_lanes(run: Run, now: float) -> list[Lane]:
     live = run.status == RUNNING
     for sr in run.steps.values():
         segs = _history(sr, waits, now)
+        if not (live and sr.status in LIVE):
+            segs += _cut_wait(sr, waits, run)
         if live and sr.status in LIVE:
             end = _planned(sr, segs, now, earliest)
             earliest = now if end is None else max(now, end)
@@ -236,9 +238,7 @@ def _history(sr: StepRun, waits: dict[tuple[str, int], WaitScheduled], now: floa
     attempts = sorted(sr.attempts, key=lambda a: a.number)
     for i, a in enumerate(attempts):
         end = a.ended_at if a.ended_at is not None else max(now, a.started_at)
-        segs.append(
-            _attempt_segment(sr.id, a.number, a.started_at, end, a.outcome, _injected(a))
-        )
+        segs.append(_attempt_segment(sr.id, a.number, a.started_at, end, a.outcome, _injected(a)))
         if i + 1 < len(attempts):
             nxt = attempts[i + 1]
             sched = waits.get((sr.id, a.number))
@@ -262,6 +262,35 @@ def _history(sr: StepRun, waits: dict[tuple[str, int], WaitScheduled], now: floa
                 )
             segs.append(seg)
     return segs
+
+
+def _cut_wait(sr: StepRun, waits: dict[tuple[str, int], WaitScheduled], run: Run) -> list[Segment]:
+    """The wait after a finished step's last attempt, drawn to where it stopped: a run
+    cancelled or interrupted during a wait (spec §3.2, §6.3) ends the step there, and
+    the drawing shows how much of the wait had passed."""
+    if not sr.attempts:
+        return []
+    last = max(sr.attempts, key=lambda a: a.number)
+    sched = waits.get((sr.id, last.number))
+    if sched is None:
+        return []
+    stop = run.ended_at if run.ended_at is not None else run.now
+    end = max(sched.at, min(sched.due, stop))
+    waited = format_time(end - sched.at)
+    why = f"the run was {run.stopped}" if run.stopped is not None else "the run stopped"
+    return [
+        Segment(
+            "wait",
+            last.number,
+            sched.at,
+            end,
+            "wait",
+            f"wait {format_time(sched.seconds)}, cut at {waited}",
+            f"waited {waited} of {format_time(sched.seconds)} before attempt"
+            f" {last.number + 1}; {why} then, and attempt {last.number + 1} never started",
+            short=f"cut at {waited}",
+        )
+    ]
 
 
 def _planned(sr: StepRun, segs: list[Segment], now: float, earliest: float) -> float | None:

@@ -62,6 +62,35 @@ class TimelineLayout:
         return interpolate(self.axis, self.scale, t)
 
 
+#: The latest time drawn, in seconds on the run's clock (~317 years; the journal
+#: refuses later ones, spec §5.2). A ``Run`` built by other means may hold any float:
+#: its times are drawn within ``[0, MAX_DRAWN_S]``, so every render is bounded.
+MAX_DRAWN_S = 1e10
+
+
+def bounded(t: float) -> float:
+    """``t`` within ``[0, MAX_DRAWN_S]``; NaN is 0 (spec §5.1: times start at 0)."""
+    return 0.0 if math.isnan(t) else min(max(t, 0.0), MAX_DRAWN_S)
+
+
+def _bounded_lane(lane: Lane) -> Lane:
+    if all(
+        0.0 <= s.start <= s.end <= MAX_DRAWN_S and (s.left is None or 0.0 <= s.left <= MAX_DRAWN_S)
+        for s in lane.segments
+    ):
+        return lane  # the usual case: nothing to copy
+    segments = tuple(
+        dataclasses.replace(
+            s,
+            start=bounded(s.start),
+            end=max(bounded(s.start), bounded(s.end)),
+            left=None if s.left is None else bounded(s.left),
+        )
+        for s in lane.segments
+    )
+    return dataclasses.replace(lane, segments=segments)
+
+
 def compute_layout(run: Run, *, now: float | None = None, min_end: float = 0.0) -> TimelineLayout:
     """Lay ``run`` out on one true-to-time axis (spec §6.3).
 
@@ -72,8 +101,9 @@ def compute_layout(run: Run, *, now: float | None = None, min_end: float = 0.0) 
     t_now = run.now if now is None else max(now, run.now)
     if run.ended_at is not None:
         t_now = run.ended_at if now is None else t_now
-    lanes = build_lanes(run, t_now)
-    end = max([t_now, min_end, *(s.end for lane in lanes for s in lane.segments)])
+    t_now = bounded(t_now)
+    lanes = [_bounded_lane(lane) for lane in build_lanes(run, t_now)]
+    end = max([t_now, bounded(min_end), *(s.end for lane in lanes for s in lane.segments)])
     gaps, busy = idle_gaps(
         ((s.start, s.end) for lane in lanes for s in lane.segments if s.is_bar), end
     )
@@ -102,7 +132,7 @@ def compute_layout(run: Run, *, now: float | None = None, min_end: float = 0.0) 
         axis_end=axis_end,
         ticks=axis_ticks(knots, broken, scale),
         lanes=tuple(drawn),
-        resumes=tuple(run.resumes),
+        resumes=tuple(bounded(t) for t in run.resumes),
         axis=knots,
         breaks=tuple(AxisBreak(a, b, x_of(a), x_of(b)) for a, b in broken),
         scale=scale,

@@ -8,7 +8,8 @@ lane, so the minimum never moves a later start (it can shorten the drawn part of
 following wait by up to 3 px, the same for every wait after a similarly short attempt).
 
 Labels go inside a bar when they fit, else beside it, else in label rows above or below
-the lane; their boxes are estimated at ``CHAR_W`` px a character and never overlap.
+the lane; their boxes are estimated by ``text_width`` (an over-estimate) and never
+overlap.
 """
 
 from __future__ import annotations
@@ -54,12 +55,15 @@ def draw_lane(lane: Lane, x_of: XMap, breaks: Sequence[Gap]) -> Lane:
             x0 = max(x_of(s.start), prev_end)
             extents[i] = (x0, max(x0, x_of(s.end)))
     # A break's zig-zag crosses the bar row: no label may sit on it.
-    bar_boxes = [extents[i] for i in bars] + [(x_of(a), x_of(b)) for a, b in breaks]
+    boxes = _Boxes(
+        bars=[extents[i] for i in bars] + [(x_of(a), x_of(b)) for a, b in breaks],
+        waits=[extents[i] for i, s in enumerate(segs) if not s.is_bar],
+    )
     track = (x_of.x0, x_of.x1 + LABEL_SLACK)
     placed: dict[int, list[Extent]] = {}
     labels: list[Label | None] = []
     for i, s in enumerate(segs):
-        label = _place_label(s, extents[i], bar_boxes, placed, track)
+        label = _place_label(s, extents[i], boxes, placed, track)
         if label is not None:
             placed.setdefault(label.row, []).append((label.x, label.right))
         labels.append(label)
@@ -74,21 +78,39 @@ def draw_lane(lane: Lane, x_of: XMap, breaks: Sequence[Gap]) -> Lane:
     )
 
 
+@dataclasses.dataclass(frozen=True)
+class _Boxes:
+    """What a label in the bar row must respect: ``bars`` (attempts and axis breaks) it
+    keeps clear of, ``waits`` it lies wholly inside or keeps clear of."""
+
+    bars: Sequence[Extent]
+    waits: Sequence[Extent]
+
+
+def _clear(x0: float, x1: float, box: Extent) -> bool:
+    return x1 + BAR_GAP <= box[0] or x0 >= box[1] + BAR_GAP
+
+
 def _free(
     x0: float,
     x1: float,
     row: int,
     placed: dict[int, list[Extent]],
-    bars: Sequence[Extent],
+    boxes: _Boxes,
     own: Extent | None,
 ) -> bool:
     """Whether a label box ``x0``–``x1`` in ``row`` keeps clear of every placed label
-    (``LABEL_GAP``) and, in the bar row, of every other bar (``BAR_GAP``)."""
+    (``LABEL_GAP``) and, in the bar row, of every other bar (``BAR_GAP``), and lies
+    inside or clear of every wait: a label beside a bar sits over the wait after it, and
+    must not reach past the wait's end into the real-clock gap before the next attempt
+    (spec §6.3: labels lie inside a bar or clear of it)."""
     if any(x1 + LABEL_GAP > a and x0 < b + LABEL_GAP for a, b in placed.get(row, [])):
         return False
     if row != 0:
         return True
-    return all(x1 + BAR_GAP <= a or x0 >= b + BAR_GAP for a, b in bars if (a, b) != own)
+    return all(_clear(x0, x1, b) for b in boxes.bars if b != own) and all(
+        _clear(x0, x1, w) or (w[0] <= x0 and x1 <= w[1]) for w in boxes.waits
+    )
 
 
 def _candidates(
@@ -119,7 +141,7 @@ def _candidates(
 def _place_label(
     seg: Segment,
     extent: Extent,
-    bars: Sequence[Extent],
+    boxes: _Boxes,
     placed: dict[int, list[Extent]],
     track: Extent,
 ) -> Label | None:
@@ -141,7 +163,7 @@ def _place_label(
             if i == len(tries) - 1 and row == 0:
                 continue  # tried already
             if x >= track[0] and _free(
-                x, x + text_width(text), row, placed, bars, extent if seg.is_bar else None
+                x, x + text_width(text), row, placed, boxes, extent if seg.is_bar else None
             ):
                 return Label(text, x, row, inside)
     return None

@@ -12,10 +12,22 @@ and their label the outcome word.
 from __future__ import annotations
 
 import json
+import math
 
 from ..outcomes import RUNNING
 from .axis import format_time
-from .geometry import AXIS_H, BAR_H, CHAR_W, FONT_SIZE, LABEL_W, LANE_GAP, ROW_H, text_width
+from .geometry import (
+    AXIS_H,
+    BAR_H,
+    FONT_SIZE,
+    LABEL_GAP,
+    LABEL_W,
+    LANE_GAP,
+    MARK_BASELINE,
+    ROW_H,
+    TICK_BASELINE,
+    text_width,
+)
 from .lanes import Drawn, Lane
 from .layout import TimelineLayout
 from .markup import data_time, esc
@@ -108,13 +120,26 @@ def _segment(rid: str, lane: Lane, d: Drawn) -> str:
     )
 
 
+def _fitted(step_id: str, room: float) -> str:
+    """``step_id`` in bold 12 px, cut to ``room`` px with an ellipsis if it is wider."""
+    if text_width(step_id, 12, bold=True) <= room:
+        return step_id
+    room -= text_width("…", 12, bold=True)
+    cut, used = 0, 0.0
+    for c in step_id:
+        used += text_width(c, 12, bold=True)
+        if used > room:
+            break
+        cut += 1
+    return step_id[: max(cut, 1)] + "…"
+
+
 def _step_column(lane: Lane) -> str:
-    room = int((LABEL_W - 12) / (CHAR_W * 1.1))  # bold 12px is ~10% wider than 11px
-    shown = lane.step_id if len(lane.step_id) <= room else lane.step_id[: room - 1] + "…"
+    shown = _fitted(lane.step_id, LABEL_W - 12)
     return (
-        f'<text class="woml-step-id" x="6" y="{_num(lane.bar_y + 9)}" font-size="12"'
+        f'<text class="woml-step-id" x="6" y="{_num(lane.bar_y + 8)}" font-size="12"'
         f' font-weight="bold" fill="{TEXT}"><title>{esc(lane.step_id)}</title>{esc(shown)}</text>'
-        f'<text class="woml-muted" x="6" y="{_num(lane.bar_y + 21)}" font-size="10"'
+        f'<text class="woml-muted" x="6" y="{_num(lane.bar_y + 22)}" font-size="10"'
         f' fill="{TEXT_MUTED}">{esc(lane.status)}'
         + (f" · {lane.used} of {lane.allowed}" if lane.used else "")
         + "</text>"
@@ -247,7 +272,7 @@ def render_svg(layout: TimelineLayout, rid: str = "woml-tl") -> str:
         axis.append(
             f'<line class="woml-grid" x1="{_num(x)}" y1="{AXIS_H - 6}" x2="{_num(x)}"'
             f' y2="{_num(bottom)}" stroke="{GRID}"/>'
-            f'<text class="woml-tick woml-muted" x="{_num(x)}" y="{AXIS_H - 12}"'
+            f'<text class="woml-tick woml-muted" x="{_num(x)}" y="{TICK_BASELINE}"'
             f' font-size="10" text-anchor="middle" fill="{TEXT_MUTED}">{esc(format_time(t))}'
             "</text>"
         )
@@ -264,20 +289,32 @@ def render_svg(layout: TimelineLayout, rid: str = "woml-tl") -> str:
             f'<g class="woml-break" data-t0="{data_time(b.t0)}" data-t1="{data_time(b.t1)}"'
             f' data-x0="{_num(b.x0)}" data-x1="{_num(b.x1)}">'
             f"<title>{esc(format_time(b.t1 - b.t0))} not drawn to scale</title>{zigzags}"
-            f'<text class="woml-label" x="{_num(mid)}" y="{AXIS_H - 12}" font-size="10"'
+            f'<text class="woml-label" x="{_num(mid)}" y="{TICK_BASELINE}" font-size="10"'
             f' text-anchor="middle" fill="{TEXT}">{esc(b.label)}</text></g>'
         )
     marks = [(t, "resumed") for t in layout.resumes]
     if layout.status == RUNNING:
         marks.append((layout.now, "now"))
-    for t, word in marks:
+    free_from = -math.inf  # where the last mark's word ends
+    for t, word in sorted(marks):
         x = layout.x(t)
+        w = text_width(word, 9)
+        # The word right of its line, else left of it at the SVG's edge; a mark whose
+        # word would overlap the previous one keeps its line and says it in its title.
+        at, anchor = (x + 3, "start") if x + 3 + w <= width else (x - 3, "end")
+        left = at if anchor == "start" else at - w
+        text = ""
+        if left >= free_from:
+            free_from = left + w + LABEL_GAP
+            text = (
+                f'<text class="woml-label" x="{_num(at)}" y="{MARK_BASELINE}" font-size="9"'
+                f' text-anchor="{anchor}" fill="{TEXT}">{word}</text>'
+            )
         parts.append(
-            f'<g class="woml-mark woml-mark-{word}" data-t="{data_time(t)}"><line x1="{_num(x)}"'
+            f'<g class="woml-mark woml-mark-{word}" data-t="{data_time(t)}"><title>{word} at'
+            f' {esc(format_time(t))}</title><line x1="{_num(x)}"'
             f' y1="{AXIS_H - 4}" x2="{_num(x)}" y2="{_num(bottom)}" stroke="{TEXT_MUTED}"'
-            ' stroke-dasharray="2 2"/>'
-            f'<text class="woml-label" x="{_num(x + 3)}" y="{AXIS_H - 1}" font-size="9"'
-            f' fill="{TEXT}">{word}</text></g>'
+            f' stroke-dasharray="2 2"/>{text}</g>'
         )
     parts += [_lane_svg(rid, lane, layout.track_x0) for lane in layout.lanes]
     parts.append(legend)

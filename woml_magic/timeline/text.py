@@ -19,7 +19,6 @@ as harmless text, so script output can never drive the user's terminal.
 
 from __future__ import annotations
 
-import re
 import textwrap
 
 from ..model import Attempt, Call, Run
@@ -27,6 +26,7 @@ from .axis import format_time
 from .lanes import Segment
 from .layout import compute_layout
 from .lineage import KeyUse, StepLineage, fault_words, injected_of, step_lineage
+from .markup import visible
 from .verdicts import call_verdict, error_text
 
 WIDTH = 100
@@ -37,27 +37,13 @@ _ROW_INDENT = " " * len(_ROW.format(n="", outcome="", start="", end=""))
 _SUB = "      {what:<5} "
 _SUB_INDENT = " " * len(_SUB.format(what=""))
 
-# C0 controls (tab and newline are handled before), DEL, C1 controls; bidirectional
-# embeddings, overrides and isolates (they reorder what the terminal shows); lone
-# surrogates (not printable, not encodable).
-_CONTROL = re.compile("[\x00-\x08\x0a-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
-
-
-def _shown(match: re.Match[str]) -> str:
-    c = match.group()
-    o = ord(c)
-    if o < 0x20:
-        return "^" + chr(o + 0x40)  # caret notation, as `cat -v`: ESC is ^[
-    if o == 0x7F:
-        return "^?"
-    return "\ufffd"
-
 
 def clean(text: str) -> str:
     """``text`` on one line and safe to print: line breaks become `` ⏎ ``, tabs a
-    space, and control characters visible text (``ESC`` → ``^[``)."""
+    space, and control and format characters visible text (``ESC`` → ``^[``, U+202E →
+    ``⟨U+202E⟩``: ``markup.visible``, as the HTML has them)."""
     flat = " ⏎ ".join(text.splitlines()) if ("\n" in text or "\r" in text) else text
-    return _CONTROL.sub(_shown, flat.replace("\t", " "))
+    return visible(flat.replace("\t", " "))
 
 
 def bounded(text: str, limit: int = MAX_FIELD) -> str:
@@ -146,8 +132,10 @@ def lineage_text(lin: StepLineage) -> list[str]:
     out = wrap(_LINEAGE.format(what="key lineage"), lin.summary(), _LINEAGE_INDENT)
     for use in lin.uses:
         out += _use_text(use)
-    for what, line, uses in (("no key", lin.unkeyed_summary(), lin.unkeyed),
-                             ("other key", lin.other_summary(), lin.other_keys)):
+    for what, line, uses in (
+        ("no key", lin.unkeyed_summary(), lin.unkeyed),
+        ("other key", lin.other_summary(), lin.other_keys),
+    ):
         if line is not None:
             out += wrap(_LINEAGE.format(what=what), line, _LINEAGE_INDENT)
             for use in uses:

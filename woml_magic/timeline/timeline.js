@@ -20,6 +20,16 @@ const womlTimeline = (() => {
   const KEY_STEPS = 50; // arrow keys move the replay by 1/50 of the drawn axis
   const PAGE_STEPS = 10; // Page Up/Down by 1/10
   const SVG_NS = "http://www.w3.org/2000/svg";
+  const DRAG_PX = 5; // a press that moves less than this is a click, not a zoom drag
+  const MAX_ZOOM = 1000; // the closest zoom: the run's axis this many times wider
+  const MIN_BAR_PX = 3; // geometry.py MIN_BAR_W: the least width of a bar on screen
+  const TICK_MIN_PX = 64; // geometry.py TICK_MIN_PX: the least distance between ticks
+  // Tick steps in seconds, the first whose ticks stand TICK_MIN_PX apart is used.
+  const TICK_STEPS = [
+    0.0001, 0.0002, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5,
+    10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 10800, 21600, 43200, 86400,
+    172800, 604800,
+  ];
   const RUNNING_FILL = "#1565c0"; // OUTCOME_STYLES["running"] in timeline/outcome_styles.py
 
   // Controls follow the front end's theme (JupyterLab's --jp-* variables) with light
@@ -34,7 +44,8 @@ const womlTimeline = (() => {
 }
 .woml-widget .woml-live-bar[hidden] { display: none; }
 .woml-timeline .woml-play {
-  font: inherit; min-width: 6em; padding: 2px 10px; border-radius: 3px; cursor: pointer;
+  font: inherit; width: 6.5em; padding: 2px 10px; border-radius: 3px; cursor: pointer;
+  box-sizing: border-box; text-align: center; white-space: nowrap;
   color: var(--jp-ui-font-color1, rgba(0, 0, 0, 0.87));
   background: var(--jp-layout-color2, #eeeeee);
   border: 1px solid var(--jp-border-color1, #bdbdbd);
@@ -64,6 +75,22 @@ const womlTimeline = (() => {
 .woml-timeline .woml-seg.woml-replay-running rect:not(.woml-bar) { visibility: hidden; }
 .woml-timeline .woml-replay-cursor {
   stroke: var(--jp-brand-color1, #1976d2); stroke-width: 1.5px; pointer-events: none;
+}
+.woml-timeline .woml-zoom-controls { display: inline-flex; gap: 4px; }
+.woml-timeline .woml-zoom-controls button {
+  font: inherit; min-width: 2.2em; padding: 2px 6px; border-radius: 3px; cursor: pointer;
+  color: var(--jp-ui-font-color1, rgba(0, 0, 0, 0.87));
+  background: var(--jp-layout-color2, #eeeeee);
+  border: 1px solid var(--jp-border-color1, #bdbdbd);
+}
+.woml-timeline .woml-zoom-controls button:disabled { cursor: default; opacity: 0.6; }
+.woml-timeline .woml-zoom-controls button:focus-visible {
+  outline: 2px solid var(--jp-brand-color1, #1976d2); outline-offset: 2px;
+}
+.woml-timeline svg.woml-svg.woml-zoomable { cursor: crosshair; touch-action: pan-y; }
+.woml-timeline .woml-zoom-band {
+  fill: var(--jp-brand-color1, #1976d2); fill-opacity: 0.15; pointer-events: none;
+  stroke: var(--jp-brand-color1, #1976d2); stroke-width: 1px;
 }
 `;
 
@@ -149,6 +176,33 @@ const womlTimeline = (() => {
     };
   }
 
+  /** Where a segment's label hangs on it, in the drawing's x: the bar's end for a
+   * label right of it, its start for one left of it, else the same share of the way
+   * along as the label's middle (inside a bar, centred on a wait, in a row above). */
+  function anchorOf(label, x0, x1) {
+    const left = num(label, "x", x0);
+    let width = 0;
+    try {
+      width = label.getBBox().width;
+    } catch (_err) {
+      width = 0;
+    }
+    const right = left + width;
+    if (left >= x1 - 0.5) return x1;
+    if (right <= x0 + 0.5 || !(x1 > x0) || Math.abs(left - x0) <= 0.5) return x0;
+    if (Math.abs(right - x1) <= 0.5) return x1;
+    const share = Math.min(1, Math.max(0, (left + width / 2 - x0) / (x1 - x0)));
+    return x0 + share * (x1 - x0);
+  }
+
+  /** Set `name` of `el` for the zoom (its drawn value kept in `data-zoom-<name>`), or
+   * back to the drawn value (`value` null). */
+  function zoomAttr(el, name, value) {
+    const keep = "data-zoom-" + name;
+    if (!el.hasAttribute(keep)) el.setAttribute(keep, el.getAttribute(name) || "");
+    el.setAttribute(name, value === null ? el.getAttribute(keep) : String(value));
+  }
+
   // --- one timeline ---------------------------------------------------------------
 
   function ensureStyle(container) {
@@ -213,15 +267,13 @@ const womlTimeline = (() => {
       if (this.finished) this.setUpReplay();
     }
 
-    on(target, type, fn) {
-      target.addEventListener(type, fn);
-      this.listeners.push([target, type, fn]);
-    }
 
     /** Stop playing and remove every listener (the widget redraws a new root). */
     detach() {
       this.pause();
-      for (const [target, type, fn] of this.listeners) target.removeEventListener(type, fn);
+      for (const [target, type, fn, options] of this.listeners) {
+        target.removeEventListener(type, fn, options);
+      }
       this.listeners = [];
       if (this.root._womlTimeline === this) delete this.root._womlTimeline;
     }
@@ -521,8 +573,358 @@ const womlTimeline = (() => {
         this.show(parseFloat(slider.value));
       });
       this.on(slider, "keydown", (e) => this.slid(e));
+      this.setUpZoom(box);
       this.showPlaying();
       this.show(this.end);
+    }
+
+    // --- zoom and pan on the time axis (finished runs, spec §6.3) --------------------
+    //
+    // The track's content (ticks, breaks, marks, the lanes' bars, waits and labels) is
+    // moved into `g.woml-zoom` inside `g.woml-zoom-clip`; zooming sets an x-only affine
+    // transform on it, the clip keeps it off the step column. Every text (and an inside
+    // label's plate, a break's zig-zag) is scaled back about an anchor on its segment,
+    // so it keeps its size and its place beside, inside or above its bar; a bar keeps
+    // its least width on screen; the axis gets ticks of its own for the window shown.
+
+    setUpZoom(box) {
+      const svg = this.svg;
+      this.zoomK = 1;
+      this.zx0 = this.xStart;
+      this.zx1 = this.xEnd;
+      if (!(this.xEnd > this.xStart)) return;
+      const controls = document.createElement("span");
+      controls.className = "woml-zoom-controls";
+      controls.setAttribute("role", "group");
+      controls.setAttribute("aria-label", "zoom the time axis");
+      const button = (text, label, fn) => {
+        const b = document.createElement("button");
+        b.type = "button";
+        b.textContent = text;
+        b.setAttribute("aria-label", label);
+        b.title = label;
+        this.on(b, "click", fn);
+        controls.append(b);
+        return b;
+      };
+      this.zoomIn = button("+", "zoom in", () => this.zoomBy(0.5));
+      this.zoomOut = button("\u2212", "zoom out", () => this.zoomBy(2));
+      this.panLeft = button("\u25c0", "earlier", () => this.panBy(-0.5));
+      this.panRight = button("\u25b6", "later", () => this.panBy(0.5));
+      this.zoomReset = button("reset zoom", "reset zoom (or double-click the drawing)", () =>
+        this.zoomTo(this.xStart, this.xEnd),
+      );
+      box.append(controls);
+      svg.classList.add("woml-zoomable");
+      this.on(svg, "pointerdown", (e) => this.dragStart(e));
+      this.on(svg, "pointermove", (e) => this.dragMove(e));
+      this.on(svg, "pointerup", (e) => this.dragEnd(e));
+      this.on(svg, "pointercancel", () => this.dragCancel());
+      this.on(svg, "dblclick", (e) => {
+        e.preventDefault();
+        this.zoomTo(this.xStart, this.xEnd);
+      });
+      this.on(svg, "wheel", (e) => this.wheeled(e), { passive: false });
+      // A drag ends in a click on whatever it started on: not a selection.
+      this.on(svg, "click", (e) => {
+        if (this.dragged) {
+          e.stopPropagation();
+          e.preventDefault();
+          this.dragged = false;
+        }
+      }, true);
+      this.zoomButtons();
+    }
+
+    on(target, type, fn, options) {
+      target.addEventListener(type, fn, options);
+      this.listeners.push([target, type, fn, options]);
+    }
+
+    /** The local x (the unzoomed drawing's) under the pointer. */
+    localX(e) {
+      const ctm = this.svg.getScreenCTM();
+      if (!ctm) return null;
+      const outer = (e.clientX - ctm.e) / ctm.a;
+      return this.zx0 + (outer - this.xStart) / this.zoomK;
+    }
+
+    outerX(x) {
+      return this.xStart + (x - this.zx0) * this.zoomK;
+    }
+
+    dragStart(e) {
+      if (e.button !== 0) return;
+      const x = this.localX(e);
+      if (x === null) return;
+      this.drag = { x, clientX: e.clientX, band: null, id: e.pointerId };
+      this.dragged = false;
+    }
+
+    dragMove(e) {
+      const d = this.drag;
+      if (!d) return;
+      if (!d.band && Math.abs(e.clientX - d.clientX) < DRAG_PX) return;
+      if (!d.band) {
+        try {
+          this.svg.setPointerCapture(d.id);
+        } catch (_err) {
+          // not capturable (a synthetic event): the drag still works over the drawing
+        }
+        d.band = document.createElementNS(SVG_NS, "rect");
+        d.band.setAttribute("class", "woml-zoom-band");
+        d.band.setAttribute("y", "0");
+        d.band.setAttribute("height", String(this.svgHeight()));
+        this.svg.append(d.band);
+      }
+      const x = this.localX(e);
+      if (x === null) return;
+      const a = this.outerX(Math.min(d.x, x));
+      const b = this.outerX(Math.max(d.x, x));
+      d.band.setAttribute("x", String(a));
+      d.band.setAttribute("width", String(b - a));
+      d.to = x;
+    }
+
+    dragEnd(e) {
+      const d = this.drag;
+      this.drag = null;
+      if (!d || !d.band) return;
+      d.band.remove();
+      this.dragged = true;
+      const x = this.localX(e);
+      const to = x === null ? d.to : x;
+      if (to !== undefined) this.zoomTo(Math.min(d.x, to), Math.max(d.x, to));
+    }
+
+    dragCancel() {
+      if (this.drag && this.drag.band) this.drag.band.remove();
+      this.drag = null;
+    }
+
+    wheeled(e) {
+      if (this.zoomK <= 1) return; // nothing to pan: let the page scroll
+      const dx = Math.abs(e.deltaX) > Math.abs(e.deltaY) ? e.deltaX : e.shiftKey ? e.deltaY : 0;
+      if (dx === 0) return;
+      e.preventDefault();
+      this.panTo(this.zx0 + dx / this.zoomK);
+    }
+
+    svgHeight() {
+      const box = this.svg.viewBox && this.svg.viewBox.baseVal;
+      return box && box.height ? box.height : num(this.svg, "height", 0);
+    }
+
+    /** Zoom the window by `factor` (0.5: twice as close) about its middle. */
+    zoomBy(factor) {
+      const mid = (this.zx0 + this.zx1) / 2;
+      const half = ((this.zx1 - this.zx0) * factor) / 2;
+      this.zoomTo(mid - half, mid + half);
+    }
+
+    /** Move the window by `share` of its width (negative: earlier). */
+    panBy(share) {
+      this.panTo(this.zx0 + (this.zx1 - this.zx0) * share);
+    }
+
+    panTo(x0) {
+      const w = this.zx1 - this.zx0;
+      const a = Math.min(Math.max(this.xStart, x0), this.xEnd - w);
+      this.zoomTo(a, a + w);
+    }
+
+    /** Show the run's times from `t0` to `t1` across the whole track. */
+    zoomTime(t0, t1) {
+      this.zoomTo(this.axis.x(t0), this.axis.x(t1));
+    }
+
+    /** Show local x from `a` to `b` across the track (clamped to the run, at most
+     * MAX_ZOOM times closer). */
+    zoomTo(a, b) {
+      const full = this.xEnd - this.xStart;
+      let w = Math.max(b - a, full / MAX_ZOOM);
+      if (!(w < full - 0.01)) {
+        a = this.xStart;
+        w = full;
+      }
+      a = Math.min(Math.max(this.xStart, a), this.xEnd - w);
+      this.zx0 = a;
+      this.zx1 = a + w;
+      this.zoomK = full / w;
+      this.drawZoom();
+      this.zoomButtons();
+    }
+
+    zoomButtons() {
+      if (!this.zoomIn) return;
+      const zoomed = this.zoomK > 1;
+      this.zoomOut.disabled = !zoomed;
+      this.zoomReset.disabled = !zoomed;
+      this.zoomIn.disabled = this.zoomK >= MAX_ZOOM - 1e-9;
+      this.panLeft.disabled = !zoomed || this.zx0 <= this.xStart + 0.01;
+      this.panRight.disabled = !zoomed || this.zx1 >= this.xEnd - 0.01;
+      this.root.setAttribute("data-zoom", zoomed ? `${this.zx0} ${this.zx1}` : "");
+    }
+
+    /** Wrap the track's content once (a saved copy of a zoomed page has it already). */
+    zoomLayer() {
+      const svg = this.svg;
+      let inner = svg.querySelector(":scope > g.woml-zoom-clip > g.woml-zoom");
+      if (inner !== null) return inner;
+      const id = (this.root.id || "woml-tl") + "-zoom-clip";
+      const clip = document.createElementNS(SVG_NS, "clipPath");
+      clip.setAttribute("id", id);
+      const r = document.createElementNS(SVG_NS, "rect");
+      const width = num(svg, "width", this.xEnd + 60);
+      r.setAttribute("x", String(this.xStart - 3));
+      r.setAttribute("y", "0");
+      r.setAttribute("width", String(Math.max(0, width - this.xStart + 3)));
+      r.setAttribute("height", String(this.svgHeight()));
+      clip.append(r);
+      const outer = document.createElementNS(SVG_NS, "g");
+      outer.setAttribute("class", "woml-zoom-clip");
+      outer.setAttribute("clip-path", `url(#${id})`);
+      inner = document.createElementNS(SVG_NS, "g");
+      inner.setAttribute("class", "woml-zoom");
+      outer.append(clip, inner);
+      const track = [...svg.children].filter((el) =>
+        ["woml-axis", "woml-break", "woml-mark", "woml-lane", "woml-replay-cursor"].some((c) =>
+          el.classList.contains(c),
+        ),
+      );
+      if (track.length === 0) return null;
+      svg.insertBefore(outer, track[0]);
+      const column = document.createElementNS(SVG_NS, "g");
+      column.setAttribute("class", "woml-step-column");
+      for (const el of track) {
+        inner.append(el);
+        if (!el.classList.contains("woml-lane")) continue;
+        for (const t of el.querySelectorAll(":scope > text.woml-step-id, :scope > text.woml-muted")) {
+          if (!t.classList.contains("woml-note")) column.append(t);
+        }
+      }
+      svg.insertBefore(column, outer.nextSibling);
+      return inner;
+    }
+
+    drawZoom() {
+      const inner = this.zoomLayer();
+      if (inner === null) return;
+      const k = this.zoomK;
+      const tx = this.xStart - this.zx0 * k;
+      const zoomed = k > 1;
+      inner.setAttribute("transform", zoomed ? `matrix(${k} 0 0 1 ${tx} 0)` : "");
+      for (const el of inner.querySelectorAll("rect, line, polyline, path")) {
+        el.setAttribute("vector-effect", "non-scaling-stroke");
+      }
+      // Patterns (the stripes of a threw bar) keep their spacing.
+      for (const p of this.svg.querySelectorAll("pattern")) {
+        if (zoomed) p.setAttribute("patternTransform", `scale(${1 / k} 1)`);
+        else p.removeAttribute("patternTransform");
+      }
+      const back = (el, p) => {
+        if (zoomed) el.setAttribute("transform", `translate(${p} 0) scale(${1 / k} 1) translate(${-p} 0)`);
+        else el.removeAttribute("transform");
+      };
+      const now = this.t !== undefined && this.t < this.end ? this.t : Infinity; // a replay's t
+      const barEnd = new Map(); // "step n" → the zoomed right end of that attempt's bar
+      const segs = [...inner.querySelectorAll("g.woml-seg")];
+      const isBar = (g) => g.classList.contains("woml-attempt") || g.classList.contains("woml-planned");
+      for (const g of [...segs.filter(isBar), ...segs.filter((el) => !isBar(el))]) {
+        const x0 = num(g, "data-x0", 0);
+        const x1 = num(g, "data-x1", x0);
+        const label = g.querySelector("text.woml-label");
+        if (!g.hasAttribute("data-zoom-p")) {
+          g.setAttribute("data-zoom-p", String(label === null ? x0 : anchorOf(label, x0, x1)));
+        }
+        const p = num(g, "data-zoom-p", x0);
+        for (const el of g.querySelectorAll("text, rect.woml-plate")) back(el, p);
+        const t0 = num(g, "data-t0", 0);
+        const t1 = num(g, "data-t1", t0);
+        const key = g.getAttribute("data-step") + " " + g.getAttribute("data-n");
+        if (isBar(g)) {
+          // A bar keeps its least width (MIN_BAR_W) on screen, no more: its true width
+          // from its times otherwise.
+          const width = Math.max(this.axis.x(Math.min(t1, now)) - this.axis.x(t0), MIN_BAR_PX / k);
+          for (const r of g.querySelectorAll("rect.woml-bar, rect.woml-pattern")) {
+            zoomAttr(r, "width", zoomed ? width : null);
+          }
+          barEnd.set(key, this.axis.x(t0) + width);
+          continue;
+        }
+        // A wait starts where its attempt's bar ends on screen (the unzoomed drawing
+        // starts it after the bar's least width, which the zoom would widen).
+        const start = Math.max(this.axis.x(t0), barEnd.get(key) ?? -Infinity);
+        const end = Math.max(start, Math.min(x1, this.axis.x(now)));
+        for (const r of g.querySelectorAll("rect.woml-bar")) {
+          zoomAttr(r, "x", zoomed ? start : null);
+          zoomAttr(r, "width", zoomed ? end - start : null);
+        }
+        for (const line of g.querySelectorAll("line.woml-wait-line")) {
+          if (num(line, "x1", 0) !== num(line, "x2", 0)) zoomAttr(line, "x1", zoomed ? start : null);
+        }
+      }
+      for (const t of inner.querySelectorAll("g.woml-break text")) {
+        back(t, num(t, "x", 0));
+      }
+      for (const z of inner.querySelectorAll("g.woml-break polyline")) {
+        const pts = (z.getAttribute("points") || "").split(/[\s,]+/).map(parseFloat);
+        const xs = pts.filter((_v, i) => i % 2 === 0).filter(Number.isFinite);
+        back(z, xs.length ? (Math.min(...xs) + Math.max(...xs)) / 2 : 0);
+      }
+      for (const m of inner.querySelectorAll("g.woml-mark")) {
+        const line = m.querySelector("line");
+        const x = line === null ? 0 : num(line, "x1", 0);
+        for (const t of m.querySelectorAll("text")) back(t, x);
+      }
+      // A lane's note ("not run: …") stays where it is on screen.
+      for (const t of inner.querySelectorAll("text.woml-note")) {
+        if (zoomed) t.setAttribute("transform", `matrix(${1 / k} 0 0 1 ${-tx / k} 0)`);
+        else t.removeAttribute("transform");
+      }
+      this.zoomTicks(inner);
+    }
+
+    /** Ticks for the window shown, like the axis's own (its look copied), and the
+     * axis's own hidden while zoomed. */
+    zoomTicks(inner) {
+      const axis = inner.querySelector("g.woml-axis");
+      if (axis === null) return;
+      let mine = this.svg.querySelector(":scope > g.woml-zoom-axis");
+      if (mine !== null) mine.remove();
+      const zoomed = this.zoomK > 1;
+      axis.style.display = zoomed ? "none" : "";
+      if (!zoomed) return;
+      const grid = axis.querySelector("line.woml-grid");
+      const label = axis.querySelector("text.woml-tick");
+      if (grid === null || label === null) return;
+      mine = document.createElementNS(SVG_NS, "g");
+      mine.setAttribute("class", "woml-zoom-axis");
+      const t0 = this.timeAtX(this.zx0);
+      const t1 = this.timeAtX(this.zx1);
+      const perS = (this.xEnd - this.xStart) / Math.max(t1 - t0, 1e-9);
+      const step = TICK_STEPS.find((s) => s * perS >= TICK_MIN_PX) || TICK_STEPS[TICK_STEPS.length - 1];
+      const breaks = [...inner.querySelectorAll("g.woml-break")].map((b) => [
+        num(b, "data-t0", 0),
+        num(b, "data-t1", 0),
+      ]);
+      const first = Math.ceil(t0 / step - 1e-9);
+      for (let i = first; i * step <= t1 + 1e-9 && i - first < 200; i += 1) {
+        const t = i * step;
+        if (breaks.some(([a, b]) => t > a && t < b)) continue;
+        const x = this.outerX(this.axis.x(t)); // drawn unzoomed, where the zoom puts t
+        if (x < this.xStart - 0.5 || x > this.xEnd + 0.5) continue;
+        const g = grid.cloneNode(false);
+        g.setAttribute("x1", String(x));
+        g.setAttribute("x2", String(x));
+        const text = label.cloneNode(false);
+        text.removeAttribute("transform");
+        text.setAttribute("x", String(x));
+        text.textContent = formatTime(Math.round(t / step) * step);
+        mine.append(g, text);
+      }
+      const clip = this.svg.querySelector(":scope > g.woml-zoom-clip");
+      this.svg.insertBefore(mine, clip);
     }
 
     /** Arrow keys and Page Up/Down move by a share of the drawn axis (as Play does),
@@ -628,6 +1030,8 @@ const womlTimeline = (() => {
       this.cursor.setAttribute("y1", "0");
       this.cursor.setAttribute("y2", String(height));
       this.cursor.style.display = whole ? "none" : "";
+      // The replay redraws shapes as drawn unzoomed: zoom them again.
+      if (this.zoomK > 1) this.drawZoom();
     }
 
     cut(s, xt) {
