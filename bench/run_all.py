@@ -18,7 +18,7 @@ from typing import Any
 
 BENCH = Path(__file__).resolve().parent
 MODULES = ["parse", "lint", "worker", "engine", "http_calls", "journal", "timeline", "cell",
-           "completion", "editor", "steps", "temporal", "lab"]
+           "completion", "editor", "browser", "steps", "temporal", "lab"]
 
 
 def _load(name: str) -> Any:

@@ -207,7 +207,7 @@ key = os.environ["PROVIDER_TEST_KEY"]
 runs = [keyed, unkeyed, again, typo]
 print("the key in any Run:", any(key in repr(r.steps) + repr(r.events) for r in runs))
 print("the key in the journal's files:",
-      any(key.encode() in f.read_bytes() for f in Path(workdir.name).iterdir()))
+      any(key.encode() in f.read_bytes() for f in Path(workdir.name).rglob("*") if f.is_file()))
 sent = [r.headers.get("Authorization") for r in provider.requests]
 print("requests the provider received since the reset:", len(sent))
 print("  with the key:", sent.count("Bearer " + key))

@@ -77,6 +77,10 @@ def test_unknown_clock_and_bad_input_are_clear_errors() -> None:
     with pytest.raises(wm.WomlSyntaxError):
         wm.run("<nope/>")
     assert issubclass(wm.WomlSyntaxError, WomlError)
+    # It was a bare AttributeError from deep in the engine (issue 24).
+    bad_config = r"config= takes a woml_magic\.engine\.EngineConfig, not int"
+    with pytest.raises(WomlRunError, match=bad_config):
+        wm.run(DOC, clock="simulated", config=5)  # type: ignore[arg-type]
 
 
 def test_resume_of_an_unknown_run_is_an_error(tmp_path: Path) -> None:

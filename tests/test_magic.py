@@ -212,6 +212,19 @@ def test_show_of_an_unknown_run_is_a_usage_error(ip: InteractiveShell) -> None:
         ip.run_line_magic("woml", "show nope")
 
 
+def test_an_unknown_huge_run_id_is_quoted_as_an_excerpt(ip: InteractiveShell) -> None:
+    # issue 24: a 100 KB id came back whole in "no run …", in each of these messages.
+    # (5,000 characters here: IPython's own expansion of a line is quadratic in it.)
+    huge = "r" * 5_000
+    with pytest.raises(UsageError) as shown:
+        ip.run_line_magic("woml", f"show {huge}")
+    with pytest.raises(UsageError) as resumed:
+        woml(ip, f"--resume {huge}", SUCCEEDS)
+    for err in (shown, resumed):
+        assert "no run 'rrr" in str(err.value)
+        assert len(str(err.value)) < 400, len(str(err.value))
+
+
 def test_resume_of_an_unknown_run_is_a_usage_error(ip: InteractiveShell) -> None:
     with pytest.raises(UsageError, match=r"--resume ghost: no run 'ghost' in the journal"):
         woml(ip, "--resume ghost", SUCCEEDS)

@@ -785,16 +785,23 @@ def wait_widths(page: Any) -> list[float]:
     return [round(w, 1) for _, w in sorted(rows)]
 
 
+def track_width(page: Any) -> float:
+    """How wide the track is drawn now (stretched to fill the output, spec §6.3)."""
+    a, b = (float(v) for v in (page.get_attribute(".woml-timeline", "data-track") or "").split())
+    return b - a
+
+
 def zoom_state(page: Any) -> str | None:
     state: str | None = page.get_attribute(".woml-timeline", "data-zoom")
     return state
 
 
 def screen_x(page: Any, t: float) -> float:
-    """The page x where the unzoomed axis puts time ``t``."""
+    """The page x where the drawing puts time ``t`` now (stretched to fit, zoomed)."""
     x: float = page.eval_on_selector(
         "svg.woml-svg",
-        "(svg, x) => { const m = svg.getScreenCTM(); return m.e + m.a * x; }",
+        "(svg, x) => { const m = (svg.querySelector('g.woml-zoom') || svg).getScreenCTM();"
+        " return m.e + m.a * x; }",
         axis(page).x(t),
     )
     return x
@@ -815,7 +822,7 @@ def test_zooming_the_spec_example_to_its_first_10s_draws_its_waits_true_to_time(
         print(f"\nspec example wait widths, default zoom (px): {default}")
         print(f"spec example wait widths, zoomed to 0–10 s (px): {zoomed}")
     # Zoomed, the track (its width: the axis's first to last knot) holds 10 s.
-    per_second = (axis(page).knots[-1][1] - axis(page).knots[0][1]) / 10
+    per_second = track_width(page) / 10
     assert default[0] < 3  # unreadable unzoomed
     # Zoomed: each wait of the first 10 s is as long as its seconds say (the bar of the
     # attempt before it, at its least width of 3 px, takes its first pixels).
@@ -895,10 +902,44 @@ def test_a_replay_while_zoomed_cuts_at_t_true_to_the_zoomed_axis(open_page: Any)
 
     page = open_page(interactive_html(retried().run))
     page.eval_on_selector(".woml-timeline", "r => r._womlTimeline.zoomTime(0, 10)")
-    per_second = (axis(page).knots[-1][1] - axis(page).knots[0][1]) / 10
+    per_second = track_width(page) / 10
     set_slider(page, 0.5)  # half-way through the 1 s wait after attempt 1
     first = wait_widths(page)[0]
     assert first + 3 == pytest.approx((0.5 - 0.006) * per_second, abs=1.5)
     set_slider(page, 131.1)
     expected = [s * per_second - 3 for s in (1, 2, 4)]  # as zoomed, the replay at its end
     assert wait_widths(page)[:3] == pytest.approx(expected, abs=1.5)
+
+
+def test_the_drawing_fills_a_wide_output_and_follows_a_resize(open_page: Any) -> None:
+    # spec §6.3 (issue 21): "the drawing stays 946 px wide even on a 1920 px screen".
+    from timeline_runs import retried
+
+    page = open_page(interactive_html(retried().run), width=1600)
+    natural = axis(page).knots[-1][1] - axis(page).knots[0][1]
+    box = "s => [s.getBoundingClientRect().width, s.parentElement.clientWidth]"
+    svg_w, room = page.eval_on_selector("svg.woml-svg", box)
+    assert svg_w == pytest.approx(room, abs=1.5)  # fills the output
+    assert track_width(page) > natural + 500
+    label = "t => t.getBoundingClientRect().height"
+    heights = page.eval_on_selector_all("svg.woml-svg text", f"ts => ts.map({label})")
+    assert min(h for h in heights if h > 0) >= 13.5  # 12 px text, not stretched
+    # Attempts stay true to time across the stretched track.
+    x = page.eval_on_selector_all(
+        ".woml-seg.woml-attempt rect.woml-bar", "rs => rs.map(r => r.getBoundingClientRect().left)"
+    )
+    assert (x[2] - x[0]) / (x[1] - x[0]) == pytest.approx(3.012 / 1.006, rel=0.02)
+    page.set_viewport_size({"width": 1200, "height": 700})
+    page.wait_for_function(
+        "() => Math.abs(document.querySelector('svg.woml-svg').getBoundingClientRect().width"
+        " - document.querySelector('svg.woml-svg').parentElement.clientWidth) < 1.5"
+    )
+    page.set_viewport_size({"width": 700, "height": 700})  # narrower than the drawing
+    page.wait_for_function(
+        "() => document.querySelector('.woml-timeline').dataset.track.split(' ')"
+        f".map(Number).reduce((a, b) => b - a) < {natural + 0.5}"
+    )
+    scroll = page.eval_on_selector(".woml-scroll", "d => [d.scrollWidth, d.clientWidth]")
+    assert scroll[0] > scroll[1]  # it scrolls sideways, text stays 12 px
+    heights = page.eval_on_selector_all("svg.woml-svg text", f"ts => ts.map({label})")
+    assert min(h for h in heights if h > 0) >= 13.5

@@ -26,7 +26,7 @@ from . import resume as resuming
 from .clock import make_clock
 from .engine import EngineConfig, LocalExecutor
 from .engine.config import Fault, Secrets, parse_faults
-from .errors import WomlError, WomlRunError, quote
+from .errors import WomlError, WomlRunError, excerpt, quote
 from .events import EventSink
 from .executor import Executor
 from .handle import RunHandle
@@ -114,6 +114,11 @@ class _Options:
             )
         if opts.temporal is not None and opts.engine != "temporal":
             raise WomlRunError("temporal= applies to engine='temporal' only")
+        if opts.config is not None and not isinstance(opts.config, EngineConfig):
+            raise WomlRunError(
+                f"config= takes a woml_magic.engine.EngineConfig, not"
+                f" {type(opts.config).__name__}; or leave it out for the defaults"
+            )
         return opts
 
 
@@ -186,11 +191,11 @@ def check_journal(
     a run it does not hold (spec §3.5, §5.3); ``flags`` phrases the remedy as the
     magic's options."""
     if resume is not None and not journal.has_run(resume):
-        where = f"--resume {resume}: " if flags else ""
+        where = f"--resume {excerpt(resume, 0, 60)[0]}: " if flags else ""
         lister = "`%woml runs`" if flags else \
             "`%woml runs` or woml_magic.journal.Journal(path).runs()"
         raise WomlRunError(
-            f"{where}no run {resume!r} in the journal {journal.path}; {lister} lists the "
+            f"{where}no run {quote(resume)} in the journal {journal.path}; {lister} lists the "
             "runs it holds"
         )
     if run_id is not None and journal.has_run(run_id):

@@ -345,7 +345,9 @@
     }
     let axis = null;
     try { axis = svg.dataset.axis ? JSON.parse(svg.dataset.axis) : null; } catch (e) { axis = 'invalid'; }
-    const ctm = svg.getScreenCTM();
+    // A drawing stretched to fill its output or zoomed (timeline.js) maps data-axis x
+    // through its g.woml-zoom's transform as well.
+    const ctm = (svg.querySelector('g.woml-zoom') || svg).getScreenCTM();
     return {
       visibilityState: document.visibilityState, hasFocus: document.hasFocus(),
       svgDisplay: getComputedStyle(svg).display,

@@ -14,7 +14,7 @@ import sqlite3
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
-from ..errors import WomlJournalError, WomlSyntaxError
+from ..errors import WomlJournalError, WomlSyntaxError, quote
 from ..events import Event, RunStarted, StepFinished
 from ..model import STEP_STATUS_BY_KIND, Run, Workflow, step_status_after
 from ..outcomes import PENDING, RunStatus, StepStatus
@@ -213,6 +213,6 @@ def _unknown_run(storage: Storage, conn: sqlite3.Connection, run_id: str) -> Wom
     close = difflib.get_close_matches(run_id, known, n=1)
     hint = f"did you mean {close[0]!r}? " if close else ""
     return WomlJournalError(
-        f"no run {run_id!r} in the journal {storage.path!r}; {hint}"
+        f"no run {quote(run_id)} in the journal {storage.path!r}; {hint}"
         "`%woml runs` (or Journal.runs()) lists the journaled runs"
     )

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import resource
 import sqlite3
 import stat
 import threading
@@ -61,6 +60,31 @@ INSERT OR IGNORE INTO meta(key, value) VALUES ('schema_version', '{SCHEMA_VERSIO
 INSERT OR IGNORE INTO meta(key, value) VALUES ('app', '{APP_NAME}');
 PRAGMA user_version = {SCHEMA_VERSION};
 """  # noqa: S608
+
+
+def _result_code(exc: sqlite3.Error) -> int | None:
+    """SQLite's result code of ``exc``: its ``sqlite_errorcode`` (Python 3.11+), else
+    read from SQLite's own words for the two codes that matter here (Python 3.10)."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    if isinstance(code, int):
+        return code
+    text = str(exc)
+    if "database or disk is full" in text:
+        return _SQLITE_FULL
+    if "disk I/O error" in text:
+        return _SQLITE_IOERR
+    return None
+
+
+def _file_size_limit() -> int | None:
+    """This process's largest file in bytes (``ulimit -f``), or None: no limit, or a
+    system without one (Windows has no ``resource`` module)."""
+    try:
+        import resource
+    except ImportError:
+        return None
+    limit = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
+    return None if limit == resource.RLIM_INFINITY else int(limit)
 
 
 def _free_bytes(directory: str) -> int | None:
@@ -305,12 +329,12 @@ class Storage:
         and as an I/O error when its shared-memory index (``-shm``) cannot grow; neither
         says anything about the journal's own bytes, which stay as they were.
         """
-        code = getattr(exc, "sqlite_errorcode", None)
+        code = _result_code(exc)
         if code is None or code & 0xFF not in (_SQLITE_IOERR, _SQLITE_FULL):
             return None
         reason = f"{exc} ({getattr(exc, 'sqlite_errorname', '')})".replace(" ()", "")
-        limit = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
-        if limit != resource.RLIM_INFINITY:
+        limit = _file_size_limit()
+        if limit is not None:
             return (
                 f"the disk is full for this process: it may write files of at most "
                 f"{limit:,} bytes (ulimit -f; SQLite: {reason}); raise the limit and "

@@ -29,7 +29,7 @@ from IPython.core.magic_arguments import argument, magic_arguments
 
 from .. import api
 from ..api import MEMORY, Journal, Run, Workflow
-from ..errors import WomlExtraMissing, WomlImageError, WomlJournalError
+from ..errors import WomlExtraMissing, WomlImageError, WomlJournalError, excerpt, quote
 from ..parse import parse
 from ..timeline.theme import PALETTES
 from . import options
@@ -350,7 +350,7 @@ class WomlMagics(Magics):
             raise UsageError(f"%woml {what}; use one of: {SUBCOMMANDS}")
         if command == "runs":
             if args.run_id is not None:
-                raise UsageError(f"%woml runs takes no run id (got {args.run_id!r})")
+                raise UsageError(f"%woml runs takes no run id (got {quote(args.run_id)})")
             journal = self._journal(args.journal)
             with as_usage_errors(None):
                 return RunTable(journal.path, journal.runs())
@@ -376,7 +376,8 @@ class WomlMagics(Magics):
         journal = self._journal(args.journal)
         if not journal.has_run(args.run_id):
             raise UsageError(
-                f"%woml {command} {args.run_id}: no run {args.run_id!r} in the journal "
+                f"%woml {command} {excerpt(args.run_id, 0, 60)[0]}: no run"
+                f" {quote(args.run_id)} in the journal "
                 f"{journal.path}; `%woml runs` lists the runs it holds"
             )
         with as_usage_errors(None):

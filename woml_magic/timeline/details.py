@@ -140,10 +140,22 @@ def attempt_details_html(step_id: str, attempt: Attempt) -> str:
     return "".join(out)
 
 
-def step_details_html(run: Run, lane: Lane) -> Iterable[str]:
+def step_details_html(
+    run: Run,
+    lane: Lane,
+    shown: dict[RetryPolicy, str] | None = None,
+    deferred: dict[str, str] | None = None,
+) -> Iterable[str]:
     """One step's ``div.woml-step``: its status and policy in words, its full idempotency
     key (selectable), its policy in other engines, one ``details`` per attempt and the
-    attempts still planned."""
+    attempts still planned.
+
+    ``shown`` maps each policy whose translations an earlier step of the page showed to
+    that step: a step with the same policy refers to it (``policy_targets_html``)
+    instead of repeating them; this step's policy is added if it is new. With
+    ``deferred`` (a big saved timeline, see ``html``) the attempts' ``details`` go into
+    it, under the step's id, and the page gets ``p.woml-attempt-lines[data-step]`` in
+    their place: one line per attempt, their summaries, for readers without scripts."""
     sr = run.steps[lane.step_id]
     yield (
         f'<div class="woml-step" data-step="{esc(lane.step_id)}">'
@@ -153,15 +165,30 @@ def step_details_html(run: Run, lane: Lane) -> Iterable[str]:
         f'<div>idempotency key <code class="woml-key" style="user-select:all">'
         f"{esc(lane.key)}</code></div>"
     )
-    yield policy_targets_html(lane.step_id, sr.step.policy)
+    policy = sr.step.policy
+    first = shown.get(policy) if shown is not None else None
+    if shown is not None and first is None:
+        shown[policy] = lane.step_id
+    yield policy_targets_html(lane.step_id, policy, same_as=first)
+    attempts, lines = [], []
     for a in sorted(sr.attempts, key=lambda a: a.number):
         label = outcome_style(a.outcome).label
         end = "…" if a.ended_at is None else format_time(a.ended_at)
-        yield (
+        line = f"#{a.number} {esc(label)} · {esc(format_time(a.started_at))} → {esc(end)}"
+        lines.append(line)
+        attempts.append(
             f'<details class="woml-attempt-details woml-outcome-{esc(label)}"'
-            f' data-step="{esc(lane.step_id)}" data-n="{a.number}"><summary>#{a.number} '
-            f"{esc(label)} · {esc(format_time(a.started_at))} → {esc(end)}</summary>"
+            f' data-step="{esc(lane.step_id)}" data-n="{a.number}"><summary>{line}</summary>'
             f"{attempt_details_html(lane.step_id, a)}</details>"
+        )
+    if deferred is None or not attempts:
+        yield from attempts
+    else:
+        deferred[lane.step_id] = "".join(attempts)
+        yield (
+            f'<p class="woml-attempt-lines" data-step="{esc(lane.step_id)}">'
+            + "<br/>".join(lines)
+            + "</p>"
         )
     planned = [s.number for s in lane.segments if s.kind == "planned"]
     if planned:
@@ -180,17 +207,27 @@ TARGET_NAMES: dict[str, str] = {
 }
 
 
-def policy_targets_html(step_id: str, policy: RetryPolicy) -> str:
+def policy_targets_html(step_id: str, policy: RetryPolicy, *, same_as: str | None = None) -> str:
     """A step's retry policy in other engines (spec §11): ``details.woml-policy-targets
     [data-step]``, summary "Retry policy in other engines", then per target of
     ``translate_all`` a ``div.woml-policy-target[data-target, data-same]`` (see
-    ``target_html``)."""
-    return (
-        f'<details class="woml-policy-targets" data-step="{esc(step_id)}">'
-        "<summary>Retry policy in other engines</summary>"
-        + "".join(target_html(t) for t in translate_all(policy).values())
-        + "</details>"
+    ``target_html``).
+
+    With ``same_as`` (an earlier step of the page with the same policy, whose box shows
+    the translations) the box holds only ``p.woml-policy-same-as`` naming that step, and
+    carries ``data-same-as``: a run of 1,000 steps of one policy says it once, not 1,000
+    times (issue 21: the translations were most of a big timeline's bytes)."""
+    head = (
+        f'<details class="woml-policy-targets" data-step="{esc(step_id)}"'
+        + ("" if same_as is None else f' data-same-as="{esc(same_as)}"')
+        + "><summary>Retry policy in other engines</summary>"
     )
+    if same_as is not None:
+        return (
+            f'{head}<p class="woml-policy-same-as">The same policy as step '
+            f"<strong>{esc(same_as)}</strong>: its translations are shown there.</p></details>"
+        )
+    return head + "".join(target_html(t) for t in translate_all(policy).values()) + "</details>"
 
 
 def target_html(t: Translation) -> str:

@@ -30,8 +30,11 @@ engines", holding one ``div.woml-policy-target[data-target, data-same]`` per tar
 or ``span.woml-differs`` "differs"; ``span.woml-target-waits``, the target's waits as
 the axis writes times and, where they differ, WOML's), ``pre.woml-target-code > code``
 (the snippet, verbatim) and ``ul.woml-target-warnings`` (one ``li`` per warning; absent
-without warnings). Without the script the four read one after another. The script makes
-them tabs: it puts a ``div.woml-target-tabs[role=tablist]`` before them, one
+without warnings). A later step with the same policy as an earlier one has, instead of
+the four, ``p.woml-policy-same-as`` naming that step (its box carries
+``data-same-as``): the translations appear once per policy. Without the script the
+four read one after another. The script makes them tabs: it puts a
+``div.woml-target-tabs[role=tablist]`` before them, one
 ``button.woml-target-tab[role=tab, data-target, aria-selected, aria-controls]`` per
 target (its name and "same" or "differs"), gives each ``div.woml-policy-target``
 ``role=tabpanel`` and hides all but the selected one (the first, at first); click, the
@@ -47,6 +50,12 @@ extent), a ``<title>``, a ``rect.woml-bar`` and its ``text.woml-label``; then
 ``g.woml-legend``. Attempts are focusable buttons; the widget toggles
 ``woml-selected`` on one, styled here. An attempt with an injected fault (spec §10.2)
 also has the class ``woml-injected`` and says so in its ``<title>`` and ``aria-label``.
+
+A saved timeline (``as_picture``) of more than ``DEFER_DETAILS_AT`` attempts keeps their
+``details`` as data: each step has ``p.woml-attempt-lines[data-step]`` in their place
+(one summary line per attempt, what a reader without scripts gets), and the root ends
+with ``script.woml-details-data`` (``details_data``), from which the script puts a
+step's ``details`` in when the step comes near the view or an attempt is selected.
 
 Colours follow JupyterLab's theme (``--jp-*`` variables, with fallbacks) through the
 scoped ``<style>``; every element also carries presentation attributes (``fill=…``) so
@@ -64,9 +73,12 @@ the drawing is ``svg``'s, the details panel ``details``'s, the colours ``theme``
 from __future__ import annotations
 
 import base64
+import gzip
+import json
 import secrets
 
 from ..model import Run
+from ..policy import RetryPolicy
 from .axis import format_time
 from .details import step_details_html
 from .layout import compute_layout
@@ -83,6 +95,10 @@ SHARED_NOTE = (
     "Play), trust the notebook (JupyterLab and Notebook 7: File \u25b8 Trust Notebook) "
     "or run the cell again."
 )
+#: A saved timeline (``as_picture``) of more attempts than this keeps their details as
+#: data, made into the details panel where and when the page needs them (issue 21: a
+#: 1,000-step run's panel was 5.9 MB of markup the browser parsed and laid out at once).
+DEFER_DETAILS_AT = 200
 #: The picture's own background: as an <img> the SVG cannot see the page's theme, so
 #: its fallback colours (dark text) sit on white, readable on a dark page too.
 PICTURE_BG = BACKGROUND
@@ -100,7 +116,9 @@ def scoped_style(r: str = ".woml-timeline") -> str:
         f"{r} pre{{padding:4px 6px;white-space:pre-wrap;overflow-wrap:anywhere;"
         "max-height:20em;overflow:auto}",
         f"{r} code.woml-key{{user-select:all;-webkit-user-select:all}}",
-        f"{r} .woml-svg{{display:block}}",
+        # Never scaled down (JupyterLab's outputs have svg{max-width:100%}): its text
+        # stays at least 12 px; a narrow output scrolls it sideways (spec §6.3).
+        f"{r} .woml-svg{{display:block;max-width:none}}",
         f"{r} .woml-label,{r} .woml-tick,{r} .woml-step-id{{fill:{var('text')}}}",
         f"{r} .woml-muted{{fill:{var('muted')}}}",
         f"{r} .woml-label.woml-in{{fill:{BAR_TEXT}}}",
@@ -226,7 +244,33 @@ def render_html(run: Run, *, now: float | None = None, as_picture: bool = False)
         '<div class="woml-replay"></div>',
         '<div class="woml-steps">',
     ]
+    shown: dict[RetryPolicy, str] = {}  # a policy's translations once per page
+    attempts = sum(len(sr.attempts) for sr in run.steps.values())
+    deferred: dict[str, str] | None = (
+        {} if as_picture and attempts > DEFER_DETAILS_AT else None
+    )
     for lane in layout.lanes:
-        parts.extend(step_details_html(run, lane))
-    parts.append("</div></div>")
+        parts.extend(step_details_html(run, lane, shown, deferred))
+    parts.append("</div>")
+    if deferred is not None:
+        parts.append(details_data(deferred))
+    parts.append("</div>")
     return "".join(parts)
+
+
+def details_data(deferred: dict[str, str]) -> str:
+    """``script.woml-details-data[type=application/gzip]``: step id → the markup of its
+    attempts' ``details``, as JSON, gzipped, in base64 (the markup of thousands of
+    attempts repeats itself: a tenth of its size), from which the script puts a step's
+    ``details`` in place of its ``p.woml-attempt-lines`` when the step comes near the
+    view or one of its attempts is selected (``timeline.js``, ``deferDetails``). Base64
+    holds no ``<``, ``&`` or ``]]>``: the page stays well-formed XML, and sanitizers drop
+    the whole element with its text."""
+    packed = gzip.compress(
+        json.dumps(deferred, ensure_ascii=False, separators=(",", ":")).encode("utf-8"),
+        mtime=0,
+    )
+    return (
+        '<script type="application/gzip" class="woml-details-data">'
+        f"{base64.b64encode(packed).decode('ascii')}</script>"
+    )

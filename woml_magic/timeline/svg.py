@@ -28,7 +28,7 @@ from .geometry import (
     TICK_BASELINE,
     text_width,
 )
-from .lanes import Drawn, Lane
+from .lanes import Drawn, Label, Lane
 from .layout import TimelineLayout
 from .markup import data_time, esc
 from .outcome_styles import BAR_TEXT, OUTCOME_STYLES, outcome_style
@@ -46,7 +46,7 @@ def _row_baseline(lane: Lane, row: int) -> float:
         return lane.bar_y + row * ROW_H + ROW_H - 3
     if row == 0:
         return lane.bar_y + BAR_H / 2 + 4
-    return lane.bar_y + BAR_H + (row - 1) * ROW_H + 11
+    return lane.bar_y + BAR_H + (row - 1) * ROW_H + 12
 
 
 def _text(lane: Lane, d: Drawn) -> str:
@@ -65,8 +65,25 @@ def _text(lane: Lane, d: Drawn) -> str:
         )
     return (
         f'{plate}<text class="{cls}" x="{_num(lb.x)}" y="{_num(_row_baseline(lane, lb.row))}"'
+        f' data-anchor="{_num(label_anchor(lb, d.x0, d.x1))}"'
         f' fill="{fill}" font-size="{FONT_SIZE}">{esc(lb.text)}</text>'
     )
+
+
+def label_anchor(lb: Label, x0: float, x1: float) -> float:
+    """Where a label hangs on its segment ``x0``–``x1`` (``data-anchor``: what the
+    script's zoom keeps it by, spec §6.3): the bar's end for a label right of it, its
+    start for one left of it or starting with it, its end for one ending with it, else
+    the same share of the way along as the label's middle."""
+    left, right = lb.x, lb.x + lb.width
+    if left >= x1 - 0.5:
+        return x1
+    if right <= x0 + 0.5 or not x1 > x0 or abs(left - x0) <= 0.5:
+        return x0
+    if abs(right - x1) <= 0.5:
+        return x1
+    share = min(1.0, max(0.0, ((left + right) / 2 - x0) / (x1 - x0)))
+    return x0 + share * (x1 - x0)
 
 
 def _pattern_fill(rid: str, pattern: str) -> str | None:
@@ -120,29 +137,31 @@ def _segment(rid: str, lane: Lane, d: Drawn) -> str:
     )
 
 
-def _fitted(step_id: str, room: float) -> str:
-    """``step_id`` in bold 12 px, cut to ``room`` px with an ellipsis if it is wider."""
-    if text_width(step_id, 12, bold=True) <= room:
-        return step_id
-    room -= text_width("…", 12, bold=True)
+def _fitted(text: str, room: float, *, bold: bool = False) -> str:
+    """``text`` at ``FONT_SIZE``, cut to ``room`` px with an ellipsis if it is wider."""
+    if text_width(text, bold=bold) <= room:
+        return text
+    room -= text_width("…", bold=bold)
     cut, used = 0, 0.0
-    for c in step_id:
-        used += text_width(c, 12, bold=True)
+    for c in text:
+        used += text_width(c, bold=bold)
         if used > room:
             break
         cut += 1
-    return step_id[: max(cut, 1)] + "…"
+    return text[: max(cut, 1)] + "…"
 
 
 def _step_column(lane: Lane) -> str:
-    shown = _fitted(lane.step_id, LABEL_W - 12)
+    shown = _fitted(lane.step_id, LABEL_W - 12, bold=True)
+    status = lane.status + (f" · {lane.used} of {lane.allowed}" if lane.used else "")
+    said = _fitted(status, LABEL_W - 8)
     return (
-        f'<text class="woml-step-id" x="6" y="{_num(lane.bar_y + 8)}" font-size="12"'
+        f'<text class="woml-step-id" x="6" y="{_num(lane.bar_y + 7)}" font-size="{FONT_SIZE}"'
         f' font-weight="bold" fill="{TEXT}"><title>{esc(lane.step_id)}</title>{esc(shown)}</text>'
-        f'<text class="woml-muted" x="6" y="{_num(lane.bar_y + 22)}" font-size="10"'
-        f' fill="{TEXT_MUTED}">{esc(lane.status)}'
-        + (f" · {lane.used} of {lane.allowed}" if lane.used else "")
-        + "</text>"
+        f'<text class="woml-muted" x="6" y="{_num(lane.bar_y + 23)}" font-size="{FONT_SIZE}"'
+        f' fill="{TEXT_MUTED}">'
+        + (f"<title>{esc(status)}</title>" if said != status else "")
+        + f"{esc(said)}</text>"
     )
 
 
@@ -273,8 +292,8 @@ def render_svg(layout: TimelineLayout, rid: str = "woml-tl") -> str:
             f'<line class="woml-grid" x1="{_num(x)}" y1="{AXIS_H - 6}" x2="{_num(x)}"'
             f' y2="{_num(bottom)}" stroke="{GRID}"/>'
             f'<text class="woml-tick woml-muted" x="{_num(x)}" y="{TICK_BASELINE}"'
-            f' font-size="10" text-anchor="middle" fill="{TEXT_MUTED}">{esc(format_time(t))}'
-            "</text>"
+            f' font-size="{FONT_SIZE}" text-anchor="middle" fill="{TEXT_MUTED}">'
+            f"{esc(format_time(t))}</text>"
         )
     axis.append("</g>")
     parts += axis
@@ -289,7 +308,7 @@ def render_svg(layout: TimelineLayout, rid: str = "woml-tl") -> str:
             f'<g class="woml-break" data-t0="{data_time(b.t0)}" data-t1="{data_time(b.t1)}"'
             f' data-x0="{_num(b.x0)}" data-x1="{_num(b.x1)}">'
             f"<title>{esc(format_time(b.t1 - b.t0))} not drawn to scale</title>{zigzags}"
-            f'<text class="woml-label" x="{_num(mid)}" y="{TICK_BASELINE}" font-size="10"'
+            f'<text class="woml-label" x="{_num(mid)}" y="{TICK_BASELINE}" font-size="{FONT_SIZE}"'
             f' text-anchor="middle" fill="{TEXT}">{esc(b.label)}</text></g>'
         )
     marks = [(t, "resumed") for t in layout.resumes]
@@ -298,7 +317,7 @@ def render_svg(layout: TimelineLayout, rid: str = "woml-tl") -> str:
     free_from = -math.inf  # where the last mark's word ends
     for t, word in sorted(marks):
         x = layout.x(t)
-        w = text_width(word, 9)
+        w = text_width(word)
         # The word right of its line, else left of it at the SVG's edge; a mark whose
         # word would overlap the previous one keeps its line and says it in its title.
         at, anchor = (x + 3, "start") if x + 3 + w <= width else (x - 3, "end")
@@ -307,8 +326,8 @@ def render_svg(layout: TimelineLayout, rid: str = "woml-tl") -> str:
         if left >= free_from:
             free_from = left + w + LABEL_GAP
             text = (
-                f'<text class="woml-label" x="{_num(at)}" y="{MARK_BASELINE}" font-size="9"'
-                f' text-anchor="{anchor}" fill="{TEXT}">{word}</text>'
+                f'<text class="woml-label" x="{_num(at)}" y="{MARK_BASELINE}"'
+                f' font-size="{FONT_SIZE}" text-anchor="{anchor}" fill="{TEXT}">{word}</text>'
             )
         parts.append(
             f'<g class="woml-mark woml-mark-{word}" data-t="{data_time(t)}"><title>{word} at'

@@ -2,8 +2,10 @@
 // redraw a live run in the widget, on top of the static drawing of `render_html`.
 //
 // One source, two wrappers built by woml_magic/timeline/__init__.py (no bundler):
-//   - an inline classic script after the timeline root, inside an arrow function, so
-//     nothing leaks into the page (`womlTimeline.fromScript(document.currentScript, id)`);
+//   - the body of a function that the inline script after the timeline root compiles
+//     (`new Function`) once per page and version, keeping the `womlTimeline` it returns
+//     in a registry (`inline_script`): nothing leaks into the page, and every timeline
+//     of the page calls the same `womlTimeline.fromScript(document.currentScript, id)`;
 //   - the anywidget ES module (`export default { render({ model, el }) { ... } }`).
 // So this file has no imports, no exports and one top-level name, `womlTimeline`.
 // It is inlined in HTML: it must never contain a closing script tag or a CDATA end.
@@ -21,6 +23,7 @@ const womlTimeline = (() => {
   const PAGE_STEPS = 10; // Page Up/Down by 1/10
   const SVG_NS = "http://www.w3.org/2000/svg";
   const DRAG_PX = 5; // a press that moves less than this is a click, not a zoom drag
+  const FIT_MAX_SEGMENTS = 1500; // above this a drawing is not stretched to fill
   const MAX_ZOOM = 1000; // the closest zoom: the run's axis this many times wider
   const MIN_BAR_PX = 3; // geometry.py MIN_BAR_W: the least width of a bar on screen
   const TICK_MIN_PX = 64; // geometry.py TICK_MIN_PX: the least distance between ticks
@@ -176,22 +179,16 @@ const womlTimeline = (() => {
     };
   }
 
-  /** Where a segment's label hangs on it, in the drawing's x: the bar's end for a
-   * label right of it, its start for one left of it, else the same share of the way
-   * along as the label's middle (inside a bar, centred on a wait, in a row above). */
+  /** Where a segment's label hangs on it, in the drawing's x: its `data-anchor` (see
+   * svg.py `label_anchor`), no layout read; an output without one, estimated. */
   function anchorOf(label, x0, x1) {
+    const drawn = num(label, "data-anchor", NaN); // svg.py label_anchor
+    if (Number.isFinite(drawn)) return drawn;
     const left = num(label, "x", x0);
-    let width = 0;
-    try {
-      width = label.getBBox().width;
-    } catch (_err) {
-      width = 0;
-    }
-    const right = left + width;
+    const right = left + (label.textContent || "").length * 7; // an older output: estimated
     if (left >= x1 - 0.5) return x1;
     if (right <= x0 + 0.5 || !(x1 > x0) || Math.abs(left - x0) <= 0.5) return x0;
-    if (Math.abs(right - x1) <= 0.5) return x1;
-    const share = Math.min(1, Math.max(0, (left + width / 2 - x0) / (x1 - x0)));
+    const share = Math.min(1, Math.max(0, ((left + right) / 2 - x0) / (x1 - x0)));
     return x0 + share * (x1 - x0);
   }
 
@@ -225,6 +222,15 @@ const womlTimeline = (() => {
     );
   }
 
+  /** The bytes of base64 `text`. A plain loop: `Uint8Array.from(text, fn)` calls `fn`
+   * per byte and took 0.4–0.6 s for the picture of a 1,000-step run (issue 21), this 25 ms. */
+  function base64Bytes(text) {
+    const bin = atob(text);
+    const bytes = new Uint8Array(bin.length);
+    for (let i = 0; i < bin.length; i += 1) bytes[i] = bin.charCodeAt(i);
+    return bytes;
+  }
+
   /** A saved output carries its drawing as a picture (spec §6.5): `img.woml-picture`,
    * the SVG as a base64 data URI, which survives where inline SVG, styles and scripts
    * are stripped. Where this script runs, the picture becomes the inline SVG again
@@ -235,9 +241,7 @@ const womlTimeline = (() => {
     const src = img.getAttribute("src") || "";
     let svg = null;
     try {
-      const bytes = Uint8Array.from(atob(src.slice(src.indexOf(",") + 1)), (c) =>
-        c.charCodeAt(0)
-      );
+      const bytes = base64Bytes(src.slice(src.indexOf(",") + 1));
       const holder = document.createElement("div");
       holder.innerHTML = new TextDecoder().decode(bytes);
       svg = holder.querySelector("svg.woml-svg");
@@ -275,6 +279,8 @@ const womlTimeline = (() => {
         target.removeEventListener(type, fn, options);
       }
       this.listeners = [];
+      if (this.resizer) this.resizer.disconnect();
+      this.resizer = null;
       if (this.root._womlTimeline === this) delete this.root._womlTimeline;
     }
 
@@ -589,10 +595,12 @@ const womlTimeline = (() => {
 
     setUpZoom(box) {
       const svg = this.svg;
-      this.zoomK = 1;
+      this.zoomK = 1; // how much closer than the whole run the window is
+      this.fit = 1; // how much wider than drawn the track is, to fill the output
       this.zx0 = this.xStart;
       this.zx1 = this.xEnd;
       if (!(this.xEnd > this.xStart)) return;
+      this.naturalW = num(svg, "width", 0);
       const controls = document.createElement("span");
       controls.className = "woml-zoom-controls";
       controls.setAttribute("role", "group");
@@ -634,6 +642,36 @@ const womlTimeline = (() => {
         }
       }, true);
       this.zoomButtons();
+      this.fitWidth();
+      if (typeof ResizeObserver !== "undefined" && svg.parentElement) {
+        this.resizer = new ResizeObserver(() => this.fitWidth());
+        this.resizer.observe(svg.parentElement);
+      }
+    }
+
+    /** The drawing fills its output's width (spec §6.3): where the output is wider
+     * than the drawing, the track is stretched (text keeps its size); where it is
+     * narrower, the drawing keeps its size and scrolls sideways. Again on a resize. */
+    fitWidth() {
+      const holder = this.svg.parentElement;
+      if (!holder || !this.naturalW) return;
+      // A very big drawing keeps its drawn width: restyling thousands of segments at
+      // load (and on every resize) would cost more than the stretch is worth.
+      if (this.segs && this.segs.length > FIT_MAX_SEGMENTS) return;
+      const extra = Math.max(0, Math.floor(holder.clientWidth - this.naturalW));
+      const track = this.xEnd - this.xStart;
+      const fit = (track + extra) / track;
+      if (Math.abs(fit - this.fit) < 1e-6) return;
+      this.fit = fit;
+      const width = this.naturalW + extra;
+      this.svg.setAttribute("width", String(width));
+      this.svg.setAttribute("viewBox", `0 0 ${width} ${this.svgHeight()}`);
+      this.drawZoom();
+    }
+
+    /** How many screen px a px of the unzoomed drawing's track takes now. */
+    scale() {
+      return this.zoomK * this.fit;
     }
 
     on(target, type, fn, options) {
@@ -646,11 +684,11 @@ const womlTimeline = (() => {
       const ctm = this.svg.getScreenCTM();
       if (!ctm) return null;
       const outer = (e.clientX - ctm.e) / ctm.a;
-      return this.zx0 + (outer - this.xStart) / this.zoomK;
+      return this.zx0 + (outer - this.xStart) / this.scale();
     }
 
     outerX(x) {
-      return this.xStart + (x - this.zx0) * this.zoomK;
+      return this.xStart + (x - this.zx0) * this.scale();
     }
 
     dragStart(e) {
@@ -707,7 +745,7 @@ const womlTimeline = (() => {
       const dx = Math.abs(e.deltaX) > Math.abs(e.deltaY) ? e.deltaX : e.shiftKey ? e.deltaY : 0;
       if (dx === 0) return;
       e.preventDefault();
-      this.panTo(this.zx0 + dx / this.zoomK);
+      this.panTo(this.zx0 + dx / this.scale());
     }
 
     svgHeight() {
@@ -766,6 +804,11 @@ const womlTimeline = (() => {
       this.root.setAttribute("data-zoom", zoomed ? `${this.zx0} ${this.zx1}` : "");
     }
 
+    /** Where the track is on screen, in the SVG's x: its start and end. */
+    trackEnd() {
+      return this.xStart + (this.xEnd - this.xStart) * this.fit;
+    }
+
     /** Wrap the track's content once (a saved copy of a zoomed page has it already). */
     zoomLayer() {
       const svg = this.svg;
@@ -775,10 +818,8 @@ const womlTimeline = (() => {
       const clip = document.createElementNS(SVG_NS, "clipPath");
       clip.setAttribute("id", id);
       const r = document.createElementNS(SVG_NS, "rect");
-      const width = num(svg, "width", this.xEnd + 60);
       r.setAttribute("x", String(this.xStart - 3));
       r.setAttribute("y", "0");
-      r.setAttribute("width", String(Math.max(0, width - this.xStart + 3)));
       r.setAttribute("height", String(this.svgHeight()));
       clip.append(r);
       const outer = document.createElementNS(SVG_NS, "g");
@@ -810,9 +851,13 @@ const womlTimeline = (() => {
     drawZoom() {
       const inner = this.zoomLayer();
       if (inner === null) return;
-      const k = this.zoomK;
+      const k = this.scale();
       const tx = this.xStart - this.zx0 * k;
-      const zoomed = k > 1;
+      const zoomed = Math.abs(k - 1) > 1e-9; // zoomed in, or stretched to fill
+      const clip = this.svg.querySelector(":scope > g.woml-zoom-clip > clipPath > rect");
+      const width = num(this.svg, "width", this.xEnd + 60);
+      if (clip !== null) clip.setAttribute("width", String(Math.max(0, width - this.xStart + 3)));
+      this.root.setAttribute("data-track", `${this.xStart} ${this.trackEnd()}`);
       inner.setAttribute("transform", zoomed ? `matrix(${k} 0 0 1 ${tx} 0)` : "");
       for (const el of inner.querySelectorAll("rect, line, polyline, path")) {
         el.setAttribute("vector-effect", "non-scaling-stroke");
@@ -892,7 +937,7 @@ const womlTimeline = (() => {
       if (axis === null) return;
       let mine = this.svg.querySelector(":scope > g.woml-zoom-axis");
       if (mine !== null) mine.remove();
-      const zoomed = this.zoomK > 1;
+      const zoomed = Math.abs(this.scale() - 1) > 1e-9;
       axis.style.display = zoomed ? "none" : "";
       if (!zoomed) return;
       const grid = axis.querySelector("line.woml-grid");
@@ -902,7 +947,7 @@ const womlTimeline = (() => {
       mine.setAttribute("class", "woml-zoom-axis");
       const t0 = this.timeAtX(this.zx0);
       const t1 = this.timeAtX(this.zx1);
-      const perS = (this.xEnd - this.xStart) / Math.max(t1 - t0, 1e-9);
+      const perS = (this.trackEnd() - this.xStart) / Math.max(t1 - t0, 1e-9);
       const step = TICK_STEPS.find((s) => s * perS >= TICK_MIN_PX) || TICK_STEPS[TICK_STEPS.length - 1];
       const breaks = [...inner.querySelectorAll("g.woml-break")].map((b) => [
         num(b, "data-t0", 0),
@@ -913,7 +958,7 @@ const womlTimeline = (() => {
         const t = i * step;
         if (breaks.some(([a, b]) => t > a && t < b)) continue;
         const x = this.outerX(this.axis.x(t)); // drawn unzoomed, where the zoom puts t
-        if (x < this.xStart - 0.5 || x > this.xEnd + 0.5) continue;
+        if (x < this.xStart - 0.5 || x > this.trackEnd() + 0.5) continue;
         const g = grid.cloneNode(false);
         g.setAttribute("x1", String(x));
         g.setAttribute("x2", String(x));
@@ -1031,7 +1076,7 @@ const womlTimeline = (() => {
       this.cursor.setAttribute("y2", String(height));
       this.cursor.style.display = whole ? "none" : "";
       // The replay redraws shapes as drawn unzoomed: zoom them again.
-      if (this.zoomK > 1) this.drawZoom();
+      if (this.fit !== undefined && Math.abs(this.scale() - 1) > 1e-9) this.drawZoom();
     }
 
     cut(s, xt) {
@@ -1111,18 +1156,102 @@ const womlTimeline = (() => {
     return ctl;
   }
 
+  /** A big saved timeline keeps its attempts' details as data (`html.details_data`):
+   * `script.woml-details-data`, step id → the markup of its `details` (JSON, gzipped,
+   * base64), each step's `p.woml-attempt-lines` standing in for them. A step's details
+   * take its lines' place when the step comes near the view, or when one of its
+   * attempts (or a row of its key lineage) is clicked or pressed; the selection made
+   * before the data was ready is made again once it is, opening the details. */
+  function deferDetails(root) {
+    const data = root.querySelector(":scope > script.woml-details-data");
+    if (data === null || root._womlDeferred || typeof DecompressionStream !== "function") return;
+    const waiting = new Map(); // step id → its p.woml-attempt-lines
+    for (const p of root.querySelectorAll("p.woml-attempt-lines")) {
+      if (p.closest(".woml-timeline") === root) waiting.set(p.dataset.step, p);
+    }
+    let table = null; // step id → markup, once decoded
+    let loading = null;
+    const wanted = new Set();
+    const put = (step) => {
+      const p = waiting.get(step);
+      if (p === undefined) return false;
+      waiting.delete(step);
+      if (observer !== null) observer.unobserve(p);
+      const html = Object.prototype.hasOwnProperty.call(table, step) ? table[step] : null;
+      if (typeof html !== "string") return false; // not ours: the lines stay
+      p.insertAdjacentHTML("beforebegin", html);
+      p.remove();
+      return true;
+    };
+    const decode = async () => {
+      const bytes = base64Bytes(data.textContent.trim());
+      const stream = new Blob([bytes]).stream().pipeThrough(new DecompressionStream("gzip"));
+      return JSON.parse(await new Response(stream).text());
+    };
+    const load = () => {
+      if (loading !== null) return;
+      loading = decode()
+        .catch(() => ({}))
+        .then((decoded) => {
+          table = decoded !== null && typeof decoded === "object" ? decoded : {};
+          const ctl = root._womlTimeline;
+          let again = false;
+          for (const step of wanted) {
+            if (put(step) && ctl && ctl.selected && ctl.selected[0] === step) again = true;
+          }
+          wanted.clear();
+          if (again) ctl.select(ctl.selected, true); // open what was selected meanwhile
+        });
+    };
+    const fill = (step) => {
+      if (table !== null) {
+        put(step);
+        return;
+      }
+      wanted.add(step);
+      load();
+    };
+    const observer = typeof IntersectionObserver === "function"
+      ? new IntersectionObserver((entries) => {
+          for (const e of entries) if (e.isIntersecting) fill(e.target.dataset.step);
+        }, { rootMargin: "400px 0px" })
+      : null;
+    for (const p of waiting.values()) {
+      if (observer !== null) observer.observe(p);
+    }
+    const early = (e) => {
+      if (e.type === "keydown" && e.key !== "Enter" && e.key !== " ") return;
+      const hit = e.target instanceof Element
+        ? e.target.closest(".woml-seg.woml-attempt, tr.woml-lineage-row")
+        : null;
+      if (hit !== null && hit.closest(".woml-timeline") === root) fill(hit.dataset.step);
+    };
+    // Capture: before the controller's own (bubbling) handler selects the attempt.
+    root.addEventListener("click", early, true);
+    root.addEventListener("keydown", early, true);
+    root._womlDeferred = fill;
+    // Decode now, off the parser's way (a task later; the gunzip streams): a click
+    // then finds the data ready.
+    setTimeout(load, 0);
+  }
+
   /** The inline script's entry: its root is the element just before it, or failing
    * that (a front end that moved the script) the element with the embedded id. */
   function fromScript(script, id) {
+    const start = (root) => {
+      const ctl = attach(root);
+      if (ctl !== null) deferDetails(root);
+      return ctl;
+    };
     const before = script ? script.previousElementSibling : null;
     if (before && before.classList && before.classList.contains("woml-timeline")) {
-      return attach(before);
+      return start(before);
     }
     const byId = id ? document.getElementById(id) : null;
-    if (byId) return attach(byId);
+    if (byId) return start(byId);
     if (id) {
       // Not in the document yet: a front end may connect the output a moment later.
-      setTimeout(() => attach(document.getElementById(id)), 0);
+      setTimeout(() => start(document.getElementById(id)), 0);
     }
     return null;
   }
