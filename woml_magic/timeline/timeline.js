@@ -179,17 +179,11 @@ const womlTimeline = (() => {
     };
   }
 
-  /** Where a segment's label hangs on it, in the drawing's x: its `data-anchor` (see
-   * svg.py `label_anchor`), no layout read; an output without one, estimated. */
-  function anchorOf(label, x0, x1) {
-    const drawn = num(label, "data-anchor", NaN); // svg.py label_anchor
-    if (Number.isFinite(drawn)) return drawn;
-    const left = num(label, "x", x0);
-    const right = left + (label.textContent || "").length * 7; // an older output: estimated
-    if (left >= x1 - 0.5) return x1;
-    if (right <= x0 + 0.5 || !(x1 > x0) || Math.abs(left - x0) <= 0.5) return x0;
-    const share = Math.min(1, Math.max(0, ((left + right) / 2 - x0) / (x1 - x0)));
-    return x0 + share * (x1 - x0);
+  /** Where a segment's label hangs on it, in the drawing's x: its `data-anchor` (svg.py
+   * `label_anchor`; every output's own script version draws its own labels, so a
+   * label always has one), no layout read. */
+  function anchorOf(label, x0) {
+    return num(label, "data-anchor", x0);
   }
 
   /** Set `name` of `el` for the zoom (its drawn value kept in `data-zoom-<name>`), or
@@ -674,6 +668,11 @@ const womlTimeline = (() => {
       return this.zoomK * this.fit;
     }
 
+    /** Whether the track is drawn other than as laid out: zoomed in, or stretched. */
+    transformed() {
+      return this.fit !== undefined && Math.abs(this.scale() - 1) > 1e-9;
+    }
+
     on(target, type, fn, options) {
       target.addEventListener(type, fn, options);
       this.listeners.push([target, type, fn, options]);
@@ -853,7 +852,7 @@ const womlTimeline = (() => {
       if (inner === null) return;
       const k = this.scale();
       const tx = this.xStart - this.zx0 * k;
-      const zoomed = Math.abs(k - 1) > 1e-9; // zoomed in, or stretched to fill
+      const zoomed = this.transformed();
       const clip = this.svg.querySelector(":scope > g.woml-zoom-clip > clipPath > rect");
       const width = num(this.svg, "width", this.xEnd + 60);
       if (clip !== null) clip.setAttribute("width", String(Math.max(0, width - this.xStart + 3)));
@@ -879,10 +878,7 @@ const womlTimeline = (() => {
         const x0 = num(g, "data-x0", 0);
         const x1 = num(g, "data-x1", x0);
         const label = g.querySelector("text.woml-label");
-        if (!g.hasAttribute("data-zoom-p")) {
-          g.setAttribute("data-zoom-p", String(label === null ? x0 : anchorOf(label, x0, x1)));
-        }
-        const p = num(g, "data-zoom-p", x0);
+        const p = label === null ? x0 : anchorOf(label, x0);
         for (const el of g.querySelectorAll("text, rect.woml-plate")) back(el, p);
         const t0 = num(g, "data-t0", 0);
         const t1 = num(g, "data-t1", t0);
@@ -937,7 +933,7 @@ const womlTimeline = (() => {
       if (axis === null) return;
       let mine = this.svg.querySelector(":scope > g.woml-zoom-axis");
       if (mine !== null) mine.remove();
-      const zoomed = Math.abs(this.scale() - 1) > 1e-9;
+      const zoomed = this.transformed();
       axis.style.display = zoomed ? "none" : "";
       if (!zoomed) return;
       const grid = axis.querySelector("line.woml-grid");
@@ -1076,7 +1072,7 @@ const womlTimeline = (() => {
       this.cursor.setAttribute("y2", String(height));
       this.cursor.style.display = whole ? "none" : "";
       // The replay redraws shapes as drawn unzoomed: zoom them again.
-      if (this.fit !== undefined && Math.abs(this.scale() - 1) > 1e-9) this.drawZoom();
+      if (this.transformed()) this.drawZoom();
     }
 
     cut(s, xt) {
