@@ -188,3 +188,81 @@ def _known(name: str) -> bool:
     except AssertionError:
         return False
     return True
+
+
+# -- names from one place (STYLE 14) ----------------------------------------------------
+
+def _registries() -> dict[str, tuple[str, tuple[str, ...]]]:
+    """Each set of names the package declares once: its module and its names."""
+    from woml_magic import api
+    from woml_magic.clock import CLOCKS
+
+    return {"clock": ("clock", CLOCKS), "engine": ("api", tuple(api.ENGINES))}
+
+
+#: Constants declared in exactly one module; everyone else imports them.
+DECLARED_ONCE = {"ENGINES": "api", "CLOCKS": "clock", "MAX_CLIENTS": "limits",
+                 "MAX_MODEL_CLIENTS": "limits"}
+
+
+def _docstrings(tree: ast.Module) -> set[int]:
+    """The ids of the docstring nodes of ``tree`` (they may show names as examples)."""
+    found: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
+            body = node.body
+            if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+                found.add(id(body[0].value))
+    return found
+
+
+def restated_names(tree: ast.Module, names: tuple[str, ...]) -> list[tuple[int, str]]:
+    """``(line, what)`` where ``tree`` restates two or more of ``names``: a literal tuple,
+    list or set of them, or a message that spells them out (``'a' or 'b'``, ``a|b``)."""
+    found: list[tuple[int, str]] = []
+    docstrings = _docstrings(tree)
+    spelt = {f"{names[0]!r} or {names[1]!r}", "|".join(names)} if len(names) > 1 else set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Tuple | ast.List | ast.Set):
+            given = {e.value for e in node.elts if isinstance(e, ast.Constant)}
+            if len(given & set(names)) > 1:
+                found.append((node.lineno, f"a literal {sorted(given & set(names))}"))
+        elif (isinstance(node, ast.Constant) and isinstance(node.value, str)
+              and id(node) not in docstrings and any(s in node.value for s in spelt)):
+            found.append((node.lineno, f"the text {node.value[:60]!r}"))
+    return found
+
+
+@pytest.mark.parametrize("path", SOURCES, ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_clock_and_engine_names_are_declared_once_and_derived_everywhere(path: Path) -> None:
+    module = module_name(path)
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    for kind, (home, names) in _registries().items():
+        if module == home:
+            continue
+        for line, what in restated_names(tree, names):
+            raise AssertionError(
+                f"woml_magic/{path.relative_to(PACKAGE)}:{line} restates the {kind} names as "
+                f"{what}; derive them from woml_magic.{home} (STYLE 14), so registering "
+                f"one reaches every surface"
+            )
+    for node in tree.body:
+        targets = node.targets if isinstance(node, ast.Assign) else \
+            [node.target] if isinstance(node, ast.AnnAssign) else []
+        for target in targets:
+            home = DECLARED_ONCE.get(target.id) if isinstance(target, ast.Name) else None
+            assert home is None or module == home, (
+                f"woml_magic/{path.relative_to(PACKAGE)}:{node.lineno} declares "
+                f"{target.id} again; it is declared in woml_magic.{home}: import it"
+            )
+
+
+def test_the_names_check_sees_a_restatement() -> None:
+    """The check itself: each way of restating names is found, a docstring is not."""
+    names = ("real", "simulated")
+    source = ('"""Example: --clock real|simulated."""\n'
+              'A = ("real", "simulated")\n'
+              'def f(x):\n    return x in {"real", "simulated", "x"}\n'
+              'B = "use \'real\' or \'simulated\'"\n'
+              'C = ["real"]\n')
+    assert sorted(line for line, _ in restated_names(ast.parse(source), names)) == [2, 4, 5]

@@ -143,6 +143,14 @@ def test_json_without_nan_or_infinity(real_rows: Rows, tmp_path: Path, text: str
     assert text in refused(path, 7, "attempt-finished")
 
 
+def test_a_run_on_a_clock_that_does_not_exist_is_refused(real_rows: Rows, tmp_path: Path) -> None:
+    """spec §5.1: a run's clock is one of clock.CLOCKS; a resume would have to make it."""
+    rows = json.loads(json.dumps(real_rows))
+    rows[0]["clock"] = "sundial"
+    message = refused(write(tmp_path / "j.sqlite3", rows), 1, "run-started")
+    assert "its clock 'sundial' is not a clock; one of 'real' or 'simulated'" in message
+
+
 def test_a_wait_longer_than_the_policy_is_refused(real_rows: Rows, tmp_path: Path) -> None:
     rows = json.loads(json.dumps(real_rows))
     rows[4]["seconds"], rows[4]["due"] = 1e300, 1e300

@@ -18,9 +18,15 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
-from typing import Literal
+from typing import Final, Literal, get_args
 
+from .errors import one_of, quote
+
+#: The clocks a run can have (spec §5.1): the one declaration of their names; the
+#: API's check, ``--clock``'s choices and ``Woml.clock``'s validator derive from it
+#: (STYLE 14).
 ClockKind = Literal["real", "simulated"]
+CLOCKS: Final[tuple[ClockKind, ...]] = get_args(ClockKind)
 _MAX_DEFERRALS = 1000
 
 
@@ -149,10 +155,18 @@ class SimulatedClock(Clock):
             self._kick()
 
 
-def make_clock(kind: str, start_at: float = 0.0) -> Clock:
-    """The clock named by ``--clock`` (spec §6.1): ``real`` or ``simulated``."""
+def make_clock(kind: ClockKind, start_at: float = 0.0) -> Clock:
+    """The clock named by ``--clock`` (spec §6.1): one of ``CLOCKS``."""
     if kind == "real":
         return RealClock(start_at)
     if kind == "simulated":
         return SimulatedClock(start_at)
-    raise ValueError(f"unknown clock {kind!r}; use 'real' or 'simulated'")
+    raise ValueError(f"unknown clock {kind!r}; use {one_of(CLOCKS)}")
+
+
+def as_clock(value: object) -> ClockKind:
+    """``value`` as a ``ClockKind``; ``ValueError`` naming the clocks otherwise."""
+    for kind in CLOCKS:
+        if value == kind:
+            return kind
+    raise ValueError(f"unknown clock {quote(value)}; use {one_of(CLOCKS)}")

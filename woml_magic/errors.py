@@ -20,6 +20,8 @@ bad value quotes a window of it (``quote``).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 #: The most characters of its input a message quotes (STYLE 15): a window of it.
 EXCERPT = 120
 
@@ -53,6 +55,15 @@ def quote(value: object, width: int = 60) -> str:
     if isinstance(value, str):
         return repr(excerpt(value, 0, width)[0])
     return excerpt(repr(value), 0, width)[0]
+
+
+def one_of(names: Iterable[str]) -> str:
+    """The allowed names as a message offers them: ``'a' or 'b'``, ``'a', 'b' or 'c'``
+    (each registry's names, read when the message is written, STYLE 14)."""
+    shown = [repr(name) for name in names]
+    if len(shown) < 2:
+        return "".join(shown) or "(none)"
+    return f"{', '.join(shown[:-1])} or {shown[-1]}"
 
 
 class WomlError(Exception):

@@ -11,9 +11,12 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from .outcomes import CallOutcome, Outcome, RunStatus, StepStatus, StopReason
+
+if TYPE_CHECKING:
+    from .clock import ClockKind  # the clock module loads asyncio; a name is enough
 
 JSON = Any  # a JSON value: None, bool, int, float, str, list, dict
 
@@ -70,7 +73,7 @@ class RunStarted(Event):
     kind: ClassVar[str] = "run-started"
     workflow_id: str = ""
     fingerprint: str = ""
-    clock: str = "real"
+    clock: ClockKind = "real"
     payload: JSON = None
     source: str = ""  # the document text, so a past run can be shown from the journal
 

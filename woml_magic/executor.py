@@ -16,6 +16,7 @@ from .clock import Clock
 from .engine.config import EngineConfig
 from .events import EventSink
 from .model import Run, Workflow
+from .outcomes import StopReason
 
 
 class Execution(Protocol):
@@ -33,7 +34,7 @@ class Execution(Protocol):
         """Seconds since the run started, on the run's clock (spec §5.1)."""
         ...
 
-    def stop_reason(self, reason: str) -> None:
+    def stop_reason(self, reason: StopReason) -> None:
         """Say why the task executing the run is about to be cancelled: ``cancelled``
         or ``interrupted`` (spec §3.2, §6.1)."""
 

@@ -17,6 +17,7 @@ from .errors import WomlError
 from .events import EventSink
 from .executor import Execution
 from .model import Run
+from .outcomes import StopReason
 from .runloop import RunTask, run_loop
 
 S = TypeVar("S", bound=EventSink)
@@ -115,7 +116,7 @@ class RunHandle:
             raise failed[0]
         return made[0]
 
-    def cancel(self, reason: str = "cancelled") -> None:
+    def cancel(self, reason: StopReason = "cancelled") -> None:
         """Cancel the run: the running attempt ends ``cancelled`` (spec §3.2).
 
         Does nothing once the run has ended. ``reason="interrupted"`` is what a kernel

@@ -40,6 +40,13 @@ DEFAULT_MEMORY_LIMIT_MB = 128
 #: The largest result JSON text, in UTF-8 bytes (spec §3.2 ``oversized``).
 DEFAULT_MAX_RESULT_BYTES = 256 * 1024
 
+#: The most clients one retry lab runs (spec §11): each is a real run in this kernel.
+#: ``lab()``, ``%%woml --clients`` and their messages name this one bound.
+MAX_CLIENTS = 10_000
+#: The most clients of the lab's model-only path (``lab.simulate``, spec §11): no
+#: scripts run, so it models ten times as many.
+MAX_MODEL_CLIENTS = 10 * MAX_CLIENTS
+
 #: The largest ``max_json_depth`` allowed: Python's own JSON reader and writer recurse,
 #: and the kernel must never meet a ``RecursionError`` (its default limit is 1,000).
 MAX_JSON_DEPTH_LIMIT = 512

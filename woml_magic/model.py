@@ -46,6 +46,7 @@ if TYPE_CHECKING:
     import os
     from pathlib import Path
 
+    from .clock import ClockKind
     from .timeline.theme import ThemeName
 
 #: spec §3.5: uuid5(NAMESPACE_URL, "urn:woml:idempotency-key")
@@ -206,7 +207,7 @@ class Run:
 
     id: str
     workflow: Workflow
-    clock: str = "real"
+    clock: ClockKind = "real"
     payload: JSON = None
     status: RunStatus = "running"
     steps: dict[str, StepRun] = field(default_factory=dict)

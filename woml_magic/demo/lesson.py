@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ..api import run
+from ..clock import ClockKind
 from ..timeline import render_text
 from .api import DemoAPI
 
@@ -38,7 +39,7 @@ def charge_document(url: str, *, with_key: bool) -> str:
     return _CHARGE.format(url=url, idempotency=_WITH_KEY if with_key else "")
 
 
-def main(print_: Callable[[str], None] = print, clock: str = "real") -> int:
+def main(print_: Callable[[str], None] = print, clock: ClockKind = "real") -> int:
     """Run both halves of the lesson; return 0 when each behaved as the lesson says."""
     ok = True
     for with_key in (False, True):

@@ -25,6 +25,7 @@ from ..outcomes import (
     SUCCEEDED,
     TIMEOUT,
     Outcome,
+    StopReason,
     as_outcome,
     is_user_stop,
     stop_outcome,
@@ -73,7 +74,7 @@ class AttemptRunner:
         number: int,
         results: StepResults,
         calls: StepCalls,
-        stop_reason: Callable[[], str | None],
+        stop_reason: Callable[[], StopReason | None],
     ) -> Outcome:
         """Attempt ``number`` of ``step``; its outcome. A cancel of the calling task
         records the attempt with ``stop_reason()``'s outcome, then propagates."""

@@ -38,6 +38,7 @@ from ..outcomes import (
     Outcome,
     RunStatus,
     StepStatus,
+    StopReason,
     is_retried,
     stop_outcome,
 )
@@ -53,7 +54,7 @@ class Attempts(Protocol):
 
     async def run(
         self, step: Step, number: int, results: StepResults, calls: StepCalls,
-        stop_reason: Callable[[], str | None],
+        stop_reason: Callable[[], StopReason | None],
     ) -> Outcome:
         """Attempt ``number`` of ``step``: records ``attempt-started``, what the script
         did, and ``attempt-finished``; returns the outcome. A cancel of the calling task
@@ -91,7 +92,7 @@ class Engine:
         self._sinks = list(sinks)
         self._resume = resume
         self._retry_interrupted = retry_interrupted
-        self._stop_reason: str | None = None
+        self._stop_reason: StopReason | None = None
         self._last_seen = run.now  # on resume: the last time the journal recorded
 
     # -- the Execution protocol -------------------------------------------------------
@@ -106,7 +107,7 @@ class Engine:
     def now(self) -> float:
         return self.clock.now()
 
-    def stop_reason(self, reason: str) -> None:
+    def stop_reason(self, reason: StopReason) -> None:
         """Say why the task running this engine is about to be cancelled.
 
         ``"cancelled"`` (user cancel, the default) or ``"interrupted"`` (kernel interrupt).

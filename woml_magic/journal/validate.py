@@ -30,7 +30,8 @@ import math
 from collections.abc import Sequence
 from typing import Any, Final
 
-from ..errors import WomlJournalError
+from ..clock import CLOCKS
+from ..errors import WomlJournalError, one_of, quote
 from ..events import (
     JSON,
     AttemptEvent,
@@ -157,6 +158,8 @@ def checked_run(workflow: Workflow, rows: Sequence[tuple[int, Event]], path: str
 def _first(workflow: Workflow, event: Event) -> Run:
     if not isinstance(event, RunStarted):
         raise BadRow("a run's first event must be run-started")
+    if event.clock not in CLOCKS:  # spec §5.1: a resume makes the run's clock again
+        raise BadRow(f"its clock {quote(event.clock)} is not a clock; one of {one_of(CLOCKS)}")
     return Run(id=event.run_id, workflow=workflow, clock=event.clock, payload=event.payload)
 
 

@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, TypedDict
 
 from ..errors import WomlError, quote
+from ..limits import MAX_CLIENTS
 from .result import (
     AMPLE,
     REAL_LABEL,
@@ -72,9 +73,6 @@ __all__ = [
     "lab_async",
 ]
 
-#: The most real clients one lab runs (each is a real run; the model path,
-#: ``simulate``, takes up to 100,000).
-MAX_CLIENTS = 10_000
 
 
 class LabArgumentError(LabModelError, TypeError):
@@ -220,8 +218,8 @@ def _plan(text_or_workflow: str | Workflow, clients: int, options: dict[str, Any
         )
     if isinstance(clients, bool) or not isinstance(clients, int) or not 1 <= clients <= MAX_CLIENTS:
         raise LabModelError(
-            f"clients must be a whole number from 1 to {MAX_CLIENTS:,}, got "
-            f"{clients!r} (the model path, simulate, takes more)"
+            f"clients must be a whole number from 1 to {MAX_CLIENTS:,} (limits.MAX_CLIENTS), "
+            f"got {clients!r} (the model path, simulate, takes more)"
         )
     if isinstance(seed, bool) or not isinstance(seed, int):
         raise LabModelError(f"seed must be a whole number, got {seed!r}")

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from typing import Literal, NamedTuple
 
 from ..errors import quote
+from ..limits import MAX_MODEL_CLIENTS
 from ..policy import DurationError, RetryPolicy, format_duration, parse_duration
 from .server import LabModelError, ModelServer, Request
 from .whatif import RetryBudget, WhatIf
@@ -39,7 +40,6 @@ from .whatif import RetryBudget, WhatIf
 ClientOutcome = Literal["succeeded", "gave-up", "budget-denied"]
 ArrivalKind = Literal["at-once", "uniform", "poisson"]
 
-MAX_CLIENTS = 100_000
 MAX_LAYERS = 3
 
 #: The label of the WOML scenario, beside every overlay's "what-if: … (not WOML
@@ -307,8 +307,11 @@ def simulate(
     if isinstance(overlay, str):
         overlay = WhatIf.parse(overlay)
     server = server if server is not None else ModelServer()
-    if not (isinstance(clients, int) and 1 <= clients <= MAX_CLIENTS):
-        raise LabModelError(f"clients must be 1..{MAX_CLIENTS:,}, got {clients!r}")
+    if not (isinstance(clients, int) and 1 <= clients <= MAX_MODEL_CLIENTS):
+        raise LabModelError(
+            f"clients must be 1..{MAX_MODEL_CLIENTS:,} (limits.MAX_MODEL_CLIENTS), got "
+            f"{clients!r}"
+        )
     if not (isinstance(layers, int) and 1 <= layers <= MAX_LAYERS):
         raise LabModelError(f"layers must be 1..{MAX_LAYERS}, got {layers!r}")
 

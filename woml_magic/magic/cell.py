@@ -29,12 +29,13 @@ from IPython.core.magic_arguments import argument, magic_arguments
 
 from .. import api
 from ..api import MEMORY, Journal, Run, Workflow
+from ..clock import CLOCKS
 from ..errors import WomlExtraMissing, WomlImageError, WomlJournalError, excerpt, quote
 from ..parse import parse
 from ..timeline.theme import PALETTES
 from . import options
 from .display import LiveView, RunTable, display, show_lint, static_bundle
-from .settings import CLOCKS, ENGINES, settings_for
+from .settings import settings_for
 
 if TYPE_CHECKING:
     from ..lab import LabResult
@@ -53,6 +54,9 @@ SUBCOMMANDS = (
     "runs [--journal PATH] | show RUN_ID [--journal PATH] | save RUN_ID FILE "
     f"[--theme {'|'.join(PALETTES)}] [--scale N] | cancel RUN_ID | secret NAME"
 )
+#: ``--engine``'s choices: the registry's live view, so an engine registered in
+#: ``api.ENGINES`` after the extension loaded is a choice too (STYLE 14).
+ENGINES_NOW = api.ENGINES.keys()
 #: A foreground run still going after this long gets the live timeline; a quicker one
 #: shows only its static timeline (no widget to create, send and replace).
 LIVE_AFTER_S = 0.25
@@ -132,7 +136,7 @@ class WomlMagics(Magics):
     )
     @argument(
         "--engine",
-        choices=ENGINES,
+        choices=ENGINES_NOW,
         default=None,
         help="Which engine runs the cell (spec §9); default Woml.engine, itself 'local'.",
     )
@@ -325,7 +329,7 @@ class WomlMagics(Magics):
     )
     @argument(
         "--engine",
-        choices=ENGINES,
+        choices=ENGINES_NOW,
         default=None,
         help="show, save: read the run from this engine (temporal: the workflow's history).",
     )

@@ -78,10 +78,9 @@ class Editor:
     Made and installed by ``install``; ``close`` removes everything it added.
     """
 
-    def __init__(self, shell: Any, flags: tuple[Flag, ...], usage: str,
-                 secret_names: Callable[[], list[str]]) -> None:
+    def __init__(self, shell: Any, parser: Any, secret_names: Callable[[], list[str]]) -> None:
         self._shell = shell
-        self.flags, self.usage = flags, usage
+        self._parser = parser
         self._secret_names = secret_names
         self._matcher = self._make_matcher()
         self._handlers: dict[str, Callable[..., Any]] = {}  # the kernel's, wrapped
@@ -91,10 +90,7 @@ class Editor:
     @classmethod
     def install(cls, shell: Any, parser: Any, secret_names: Callable[[], list[str]]) -> Editor:
         """Install on ``shell`` for the cell magic whose argparse parser is ``parser``."""
-        shown = copy.copy(parser)
-        shown.prog = "%woml"  # IPython's help formatter writes a line magic's "%" before it
-        usage = shown.format_help().removeprefix("::\n\n")
-        editor = cls(shell, flags_of(parser), usage, secret_names)
+        editor = cls(shell, parser, secret_names)
         shell.Completer.custom_matchers.append(editor._matcher)
         kernel = getattr(shell, "kernel", None)
         if kernel is not None:
@@ -105,6 +101,21 @@ class Editor:
                 setattr(kernel, name, editor._handlers[name])
             kernel.comm_manager.register_target(TARGET, editor._open)
         return editor
+
+    # The flags and the usage are read from the parser at each request (a few dozen
+    # actions, microseconds): its choices are live (``--engine``: ``api.ENGINES``), so an
+    # engine registered after the extension loaded completes too (STYLE 14).
+    @property
+    def flags(self) -> tuple[Flag, ...]:
+        """The cell magic's flags, from its parser (``editing.flags``)."""
+        return flags_of(self._parser)
+
+    @property
+    def usage(self) -> str:
+        """The cell magic's help, as ``%%woml?`` shows it."""
+        shown = copy.copy(self._parser)
+        shown.prog = "%woml"  # IPython's help formatter writes a line magic's "%" before it
+        return str(shown.format_help()).removeprefix("::\n\n")
 
     def close(self) -> None:
         """Remove the matcher, the kernel handlers' wrappers and the comm target; close

@@ -16,7 +16,9 @@ from IPython.core.error import UsageError
 
 from .. import api
 from ..api import Journal, Workflow
+from ..clock import ClockKind, as_clock
 from ..errors import WomlRunError, quote
+from ..limits import MAX_CLIENTS
 from .settings import Woml
 
 # -- flag values (argparse ``type=`` and ``action=``): ASCII digits, each flag once -----
@@ -68,7 +70,7 @@ class Once(argparse.Action):
         setattr(namespace, self.dest, values)
 
 
-def clock(args: Any, settings: Woml, journal: Journal) -> str:
+def clock(args: Any, settings: Woml, journal: Journal) -> ClockKind:
     """The run's clock (spec §5.1, §5.3): the flags, a resumed run's own, or the setting."""
     if args.simulate and args.clock == "real":
         raise UsageError("--simulate and --clock real contradict each other; use one")
@@ -84,8 +86,8 @@ def clock(args: Any, settings: Woml, journal: Journal) -> str:
                 f"a resumed run keeps its clock (spec §5.3); drop {option} or make it "
                 f"--clock {kept}"
             )
-        return kept or str(settings.clock)
-    return str(asked or settings.clock)
+        return kept or as_clock(settings.clock)
+    return as_clock(asked or settings.clock)
 
 
 def engine(args: Any, settings: Woml, chosen: str | None = None) -> tuple[str, Any]:
@@ -192,12 +194,15 @@ def check_lab(args: Any) -> None:
         return
     # The lab's own checks, flag by flag, so a bad value is one usage line that names
     # its flag (they raise LabModelError and WhatIfError, shown with a traceback).
-    from ..lab import MAX_CLIENTS, loopback_url
+    from ..lab import loopback_url
     from ..lab.server import LabModelError, parse_outage, server_model
     from ..lab.whatif import WhatIf, WhatIfError
 
     if not 1 <= args.clients <= MAX_CLIENTS:
-        raise UsageError(f"--clients {args.clients}: give 1 to {MAX_CLIENTS:,} clients")
+        raise UsageError(
+            f"--clients {args.clients}: give 1 to {MAX_CLIENTS:,} clients "
+            "(woml_magic.limits.MAX_CLIENTS: each is a real run)"
+        )
     checks: list[tuple[str, Any, Any]] = [("--outage", args.outage, parse_outage)]
     if args.server is not None:
         checks.append(

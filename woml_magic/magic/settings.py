@@ -10,14 +10,15 @@ from __future__ import annotations
 import logging
 import re
 from datetime import timedelta
-from typing import Any, get_args
+from typing import Any
 
 from traitlets import Bool, Int, List, TraitError, Unicode, validate
 from traitlets.config import Configurable
 
-from ..api import ENGINES as _ENGINE_REGISTRY
+from .. import api
 from ..api import EngineConfig
-from ..clock import ClockKind
+from ..clock import CLOCKS
+from ..errors import one_of, quote
 from ..limits import (
     DEFAULT_MAX_CALL_ARGS_BYTES,
     DEFAULT_MAX_JSON_DEPTH,
@@ -32,9 +33,6 @@ from ..limits import (
 )
 from ..policy import MAX_DURATION, DurationError, parse_duration
 
-#: The names a flag or setting may give, from where they are declared (STYLE 14).
-CLOCKS: tuple[str, ...] = get_args(ClockKind)
-ENGINES: tuple[str, ...] = tuple(_ENGINE_REGISTRY)
 DEFAULT_JOURNAL = ".woml/journal.sqlite3"
 #: The parser's default step timeout (spec §2.2); ``default_timeout`` replaces it.
 SPEC_DEFAULT_TIMEOUT = "30s"
@@ -61,8 +59,11 @@ _HOST = re.compile(r"^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.-]+)$")
 class Woml(Configurable):
     """Settings of the ``%%woml`` magic (spec §6.1); flags on a cell override them."""
 
+    # The clocks and engines are read from where they are declared (``clock.CLOCKS``,
+    # ``api.ENGINES``) when a value is set, so an engine registered later is accepted
+    # (STYLE 14).
     clock = Unicode(
-        "real", help="The default clock of %%woml runs: 'real' or 'simulated' (spec §5.1)."
+        "real", help=f"The default clock of %%woml runs: {one_of(CLOCKS)} (spec §5.1)."
     ).tag(config=True)
     journal = Unicode(
         DEFAULT_JOURNAL,
@@ -87,7 +88,8 @@ class Woml(Configurable):
         help="Extra header names shown and journaled as ••• (spec §4.1).",
     ).tag(config=True)
     engine = Unicode(
-        "local", help="The engine of %%woml runs: 'local' or 'temporal' (spec §9)."
+        "local", help="The engine of %%woml runs: a name in woml_magic.api.ENGINES, "
+        f"{one_of(api.ENGINES)} or one registered there (spec §9)."
     ).tag(config=True)
     temporal = Unicode(
         "",
@@ -162,14 +164,16 @@ class Woml(Configurable):
     def _check_clock(self, proposal: dict[str, Any]) -> str:
         value = proposal["value"]
         if value not in CLOCKS:
-            raise TraitError(f"Woml.clock {value!r} is not a clock; use 'real' or 'simulated'")
+            raise TraitError(f"Woml.clock {quote(value)} is not a clock; use {one_of(CLOCKS)}")
         return str(value)
 
     @validate("engine")
     def _check_engine(self, proposal: dict[str, Any]) -> str:
         value = proposal["value"]
-        if value not in ENGINES:
-            raise TraitError(f"Woml.engine {value!r} is not an engine; use 'local' or 'temporal'")
+        if value not in api.ENGINES:
+            raise TraitError(
+                f"Woml.engine {quote(value)} is not an engine; use {one_of(api.ENGINES)}"
+            )
         return str(value)
 
     def temporal_options(

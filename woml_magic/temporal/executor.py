@@ -22,6 +22,7 @@ from ..engine.config import EngineConfig
 from ..errors import WomlRunError
 from ..events import Event, EventSink, event_from_dict
 from ..model import Run, Workflow
+from ..outcomes import StopReason
 from ..runtime.pool import default_pool
 from .activity import config_to_dict
 from .document import to_data
@@ -113,7 +114,7 @@ class TemporalExecution:
         self._config = config
         self._resume = resume
         self._retry_interrupted = retry_interrupted
-        self._stop_reason: str | None = None
+        self._stop_reason: StopReason | None = None
 
     @property
     def run(self) -> Run:
@@ -125,7 +126,7 @@ class TemporalExecution:
     def now(self) -> float:
         return self._clock.now()
 
-    def stop_reason(self, reason: str) -> None:
+    def stop_reason(self, reason: StopReason) -> None:
         self._stop_reason = reason
 
     def emit(self, event: Event) -> None:

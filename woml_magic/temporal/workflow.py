@@ -44,6 +44,7 @@ from ..outcomes import (
     INTERRUPTED,
     RESPONSE,
     Outcome,
+    StopReason,
     as_outcome,
     stop_outcome,
 )
@@ -202,7 +203,7 @@ class WomlWorkflow:
     def __init__(self) -> None:
         self._events: list[dict[str, Any]] = []
         self._engine: Engine | None = None
-        self._stop_reason: str | None = None
+        self._stop_reason: StopReason | None = None
         self._calls_started: dict[tuple[str, int], list[dict[str, Any]]] = {}
 
     @workflow.run
@@ -257,10 +258,11 @@ class WomlWorkflow:
 
     @workflow.signal(name="stop")
     def stop(self, reason: str) -> None:
-        """Why the coming cancel stops the run: ``cancelled`` or ``interrupted``."""
-        self._stop_reason = reason
+        """Why the coming cancel stops the run: ``cancelled`` or ``interrupted`` (the
+        signal's text is read as one of them, spec §3.2)."""
+        self._stop_reason = stop_outcome(reason)
         if self._engine is not None:
-            self._engine.stop_reason(reason)
+            self._engine.stop_reason(self._stop_reason)
 
 
 @contextlib.contextmanager
