@@ -101,3 +101,14 @@ def shell() -> Iterator[Any]:
     ip = InteractiveShell.instance(config=config)
     yield ip
     InteractiveShell.clear_instance()
+
+
+@pytest.fixture
+def woml_shell(shell: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    """``shell`` with ``%load_ext woml_magic`` in ``tmp_path``; unloaded after the test,
+    its ``%config Woml`` forgotten."""
+    monkeypatch.chdir(tmp_path)
+    shell.run_line_magic("load_ext", "woml_magic")
+    yield shell
+    shell.run_line_magic("unload_ext", "woml_magic")
+    shell.config.pop("Woml", None)

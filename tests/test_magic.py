@@ -154,7 +154,7 @@ def test_payload_that_is_not_json_is_a_usage_error_and_nothing_runs(
     ip.user_ns["bad"] = {"when": {1, 2}}
     with pytest.raises(UsageError, match=r"--payload bad: the payload must be a JSON value"):
         woml(ip, "--simulate --journal :memory: --payload bad", SUCCEEDS)
-    assert magics(ip)._journal(":memory:").runs() == []
+    assert magics(ip).journal(":memory:").runs() == []
 
 
 def test_payload_expression_that_raises_is_a_usage_error(ip: InteractiveShell) -> None:
@@ -183,7 +183,7 @@ def test_default_journal_is_under_the_working_directory_with_mode_0600(
     path = tmp_path / ".woml" / "journal.sqlite3"
     assert path.exists()
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
-    assert [r.run_id for r in magics(ip)._journal(None).runs()] == [run.id]
+    assert [r.run_id for r in magics(ip).journal(None).runs()] == [run.id]
 
 
 def test_journal_option_then_runs_lists_it_and_show_renders_it(
@@ -456,7 +456,7 @@ def test_config_journal_memory_keeps_runs_for_the_session(
 ) -> None:
     ip.run_line_magic("config", 'Woml.journal = ":memory:"')
     run = woml(ip, "--simulate", SUCCEEDS)
-    assert [r.run_id for r in magics(ip)._journal(None).runs()] == [run.id]
+    assert [r.run_id for r in magics(ip).journal(None).runs()] == [run.id]
     assert not (tmp_path / ".woml").exists()
 
 
@@ -484,13 +484,13 @@ def test_background_run_returns_at_once_and_cancel_ends_the_attempt_cancelled(
     assert run.status == "failed"
     assert run.steps["slow"].status == "failed-closed"
     assert [a.outcome for a in run.steps["slow"].attempts] == ["cancelled"]
-    journaled = magics(ip)._journal(None).load("bg-1")
+    journaled = magics(ip).journal(None).load("bg-1")
     assert [a.outcome for a in journaled.steps["slow"].attempts] == ["cancelled"]
 
 
 def test_cancel_of_a_finished_background_run_is_a_usage_error(ip: InteractiveShell) -> None:
     woml(ip, "--background --simulate --run-id quick", SUCCEEDS)
-    handle = magics(ip)._handles["quick"]
+    handle = magics(ip).handles["quick"]
     handle.result(timeout=30)
     with pytest.raises(UsageError, match="already finished"):
         ip.run_line_magic("woml", "cancel quick")

@@ -35,13 +35,8 @@ DOC = '<step id="s"><script>return 1;</script></step>'
 
 
 @pytest.fixture
-def ip(shell: InteractiveShell, tmp_path: Path,
-       monkeypatch: pytest.MonkeyPatch) -> Iterator[InteractiveShell]:
-    monkeypatch.chdir(tmp_path)
-    shell.run_line_magic("load_ext", "woml_magic")
-    yield shell
-    shell.run_line_magic("unload_ext", "woml_magic")
-    shell.config.pop("Woml", None)
+def ip(woml_shell: InteractiveShell) -> InteractiveShell:
+    return woml_shell
 
 
 @pytest.fixture

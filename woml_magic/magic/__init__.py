@@ -1,6 +1,9 @@
 """The IPython extension: the ``%%woml`` and ``%woml`` magics (spec §6).
 
 - ``cell``: ``WomlMagics``, the magics themselves, a thin adapter over ``woml_magic.api``;
+- ``arguments``: the ``%%woml`` flags, declared once and read into a frozen ``CellArgs``;
+- ``line``: the ``%woml`` subcommands, dispatched by one table;
+- ``options``: the flags checked and combined with the settings into what a run needs;
 - ``display``: what they display (live views, the static timeline, the runs table);
 - ``settings``: the ``Woml`` configurable (``%config Woml``);
 - ``editor``: completion, help and the diagnostics comm of ``%%woml`` cells (spec §6.4).

@@ -4,12 +4,9 @@ it when it is wrong."""
 
 from __future__ import annotations
 
-import argparse
 import keyword
 import math
 import os
-import re
-from collections.abc import Sequence
 from typing import Any
 
 from IPython.core.error import UsageError
@@ -19,58 +16,11 @@ from ..api import Journal, Workflow
 from ..clock import ClockKind, as_clock
 from ..errors import WomlRunError, quote
 from ..limits import MAX_CLIENTS
+from .arguments import CellArgs, EngineArgs
 from .settings import Woml
 
-# -- flag values (argparse ``type=`` and ``action=``): ASCII digits, each flag once -----
 
-_WHOLE = re.compile(r"[+-]?[0-9]{1,9}")
-_DECIMAL = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
-
-
-def whole_number(text: str) -> int:
-    """A flag's whole number in ASCII digits (``int()`` also reads ``５`` and ``٥``)."""
-    if not _WHOLE.fullmatch(text.strip()):
-        raise argparse.ArgumentTypeError(
-            f"{quote(text, 30)} is not a whole number; write ASCII digits, e.g. 100"
-        )
-    return int(text)
-
-
-def decimal(text: str) -> float:
-    """A flag's number in ASCII digits (``float()`` also reads ``nan``, ``inf`` and
-    ``１``); whether it is in range is the flag's own check."""
-    if not _DECIMAL.fullmatch(text.strip()):
-        raise argparse.ArgumentTypeError(
-            f"{quote(text, 30)} is not a number; write ASCII digits, e.g. 20 or 2.5"
-        )
-    return float(text)
-
-
-class Once(argparse.Action):
-    """A flag that takes one value and may be given once: a second one is a usage error,
-    not a silent replacement of the first (``--outage 1s..2s --outage 5s..6s`` would
-    model only the last window)."""
-
-    def __call__(
-        self,
-        parser: argparse.ArgumentParser,
-        namespace: argparse.Namespace,
-        values: str | Sequence[Any] | None,
-        option_string: str | None = None,
-    ) -> None:
-        seen: set[str] = namespace.__dict__.setdefault("_once_seen", set())
-        if self.dest in seen:
-            raise argparse.ArgumentError(
-                self,
-                f"given twice ({quote(getattr(namespace, self.dest), 30)}, then "
-                f"{quote(values, 30)}); give it once (the lab models one outage window, one "
-                "server, one capacity)",
-            )
-        seen.add(self.dest)
-        setattr(namespace, self.dest, values)
-
-
-def clock(args: Any, settings: Woml, journal: Journal) -> ClockKind:
+def clock(args: CellArgs, settings: Woml, journal: Journal) -> ClockKind:
     """The run's clock (spec §5.1, §5.3): the flags, a resumed run's own, or the setting."""
     if args.simulate and args.clock == "real":
         raise UsageError("--simulate and --clock real contradict each other; use one")
@@ -90,25 +40,20 @@ def clock(args: Any, settings: Woml, journal: Journal) -> ClockKind:
     return as_clock(asked or settings.clock)
 
 
-def engine(args: Any, settings: Woml, chosen: str | None = None) -> tuple[str, Any]:
+def engine(where: EngineArgs, settings: Woml, chosen: str | None = None) -> tuple[str, Any]:
     """The engine and, for Temporal, where it runs (spec §9): flags over settings."""
-    chosen = chosen or args.engine or str(settings.engine)
-    flags = {
-        "--temporal": args.temporal,
-        "--namespace": args.namespace,
-        "--task-queue": getattr(args, "task_queue", None),
-    }
+    chosen = chosen or where.engine or str(settings.engine)
     if chosen != "temporal":
-        given = [flag for flag, value in flags.items() if value is not None]
+        given = [flag for flag, value in where.given().items() if value is not None]
         if given:
             raise UsageError(f"{given[0]} applies to --engine temporal only")
         return chosen, None
     return chosen, settings.temporal_options(
-        target=args.temporal, namespace=args.namespace, task_queue=flags["--task-queue"]
+        target=where.temporal, namespace=where.namespace, task_queue=where.task_queue
     )
 
 
-def check_combinations(args: Any) -> None:
+def check_combinations(args: CellArgs) -> None:
     """Refuse options that contradict each other, before anything runs."""
     if args.retry_interrupted and args.resume is None:
         raise UsageError("--retry-interrupted needs --resume RUN_ID (spec §5.3)")
@@ -168,29 +113,22 @@ def secrets(
     return found or None
 
 
-#: Options that mean one run, not a lab of many (spec §11).
-_NOT_IN_A_LAB = (
-    "resume",
-    "run_id",
-    "retry_interrupted",
-    "background",
-    "engine",
-    "temporal",
-    "fault",
-)
-#: Options that mean a lab (spec §11).
-_LAB_ONLY = ("server", "capacity", "outage", "what_if")
+def _not_in_a_lab(args: CellArgs) -> list[str]:
+    """The options given that mean one run, not a lab of many (spec §11)."""
+    values = {"--resume": args.resume, "--run-id": args.run_id,
+              "--retry-interrupted": args.retry_interrupted or None,
+              "--background": args.background or None, "--engine": args.where.engine,
+              **args.where.given(), "--fault": args.faults or None}
+    return [flag for flag, value in values.items() if value is not None]
 
 
-def check_lab(args: Any) -> None:
+def check_lab(args: CellArgs) -> None:
     """``--clients`` and the options that go with it (spec §11)."""
-    if args.clients is None:
-        given = [name for name in _LAB_ONLY if getattr(args, name) is not None]
-        if args.throttle:
-            given.append("throttle")
+    lab = args.lab
+    if lab.clients is None:
+        given = lab.lab_only_given()
         if given:
-            flag = "--" + given[0].replace("_", "-")
-            raise UsageError(f"{flag} applies to the retry lab only: add --clients N")
+            raise UsageError(f"{given[0]} applies to the retry lab only: add --clients N")
         return
     # The lab's own checks, flag by flag, so a bad value is one usage line that names
     # its flag (they raise LabModelError and WhatIfError, shown with a traceback).
@@ -198,17 +136,17 @@ def check_lab(args: Any) -> None:
     from ..lab.server import LabModelError, parse_outage, server_model
     from ..lab.whatif import WhatIf, WhatIfError
 
-    if not 1 <= args.clients <= MAX_CLIENTS:
+    if not 1 <= lab.clients <= MAX_CLIENTS:
         raise UsageError(
-            f"--clients {args.clients}: give 1 to {MAX_CLIENTS:,} clients "
+            f"--clients {lab.clients}: give 1 to {MAX_CLIENTS:,} clients "
             "(woml_magic.limits.MAX_CLIENTS: each is a real run)"
         )
-    checks: list[tuple[str, Any, Any]] = [("--outage", args.outage, parse_outage)]
-    if args.server is not None:
+    checks: list[tuple[str, Any, Any]] = [("--outage", lab.outage, parse_outage)]
+    if lab.server is not None:
         checks.append(
-            ("--server", args.server, loopback_url if "://" in args.server else server_model)
+            ("--server", lab.server, loopback_url if "://" in lab.server else server_model)
         )
-    checks += [("--what-if", overlay, WhatIf.parse) for overlay in args.what_if or ()]
+    checks += [("--what-if", overlay, WhatIf.parse) for overlay in lab.what_if]
     for flag, value, check in checks:
         if value is None:
             continue
@@ -216,15 +154,15 @@ def check_lab(args: Any) -> None:
             check(value)
         except (LabModelError, WhatIfError) as exc:
             raise UsageError(f"{flag} {quote(value)[1:-1]}: {exc}") from None
-    if args.capacity is not None and not 0 < args.capacity < math.inf:
+    if lab.capacity is not None and not 0 < lab.capacity < math.inf:
         raise UsageError(
-            f"--capacity {args.capacity:g}: give a positive number of requests per second"
+            f"--capacity {lab.capacity:g}: give a positive number of requests per second"
         )
-    for name in _NOT_IN_A_LAB:
-        if getattr(args, name) not in (None, False):
-            raise UsageError(
-                f"--{name.replace('_', '-')} does not apply to --clients: the lab runs many "
-                "fresh clients on the simulated clock of one lab (spec §11)"
-            )
+    one_run = _not_in_a_lab(args)
+    if one_run:
+        raise UsageError(
+            f"{one_run[0]} does not apply to --clients: the lab runs many fresh clients on the "
+            "simulated clock of one lab (spec §11)"
+        )
     if args.clock == "real":
         raise UsageError("--clients runs on the lab's simulated clock; drop --clock real")
