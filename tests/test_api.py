@@ -20,10 +20,19 @@ def test_public_surface_is_exactly_all() -> None:
     """STYLE 9: __all__ is explicit and every name in it resolves."""
     assert sorted(wm.__all__) == sorted([
         "Attempt", "AttemptError", "Call", "RetryPolicy", "Run", "RunHandle", "Step",
-        "StepRun", "Workflow", "WomlError", "WomlSyntaxError", "__version__", "lab",
+        "StepRun", "Workflow", "__version__", "lab",
         "load_ipython_extension", "parse", "run", "run_async", "start",
         "unload_ipython_extension",
+        # what run() takes (spec §7)
+        "EngineConfig", "Fault", "Journal", "Limits", "RunOptions", "Secrets",
+        # the whole error tree (tests/test_errors.py draws it)
+        "WomlError", "WomlSyntaxError", "WomlRunError", "WomlLimitError", "WomlExtraMissing",
+        "WomlJournalError", "WomlImageError", "LabModelError", "LabArgumentError",
+        "WhatIfError", "TargetError", "DemoAPIError",
     ])
+    assert wm.Journal is Journal
+    assert wm.WomlRunError is WomlRunError
+    assert wm.EngineConfig().limits == wm.Limits()
     for name in wm.__all__:
         assert getattr(wm, name) is not None
     with pytest.raises(AttributeError):

@@ -24,12 +24,28 @@ __all__ = [
     "Attempt",
     "AttemptError",
     "Call",
+    "DemoAPIError",
+    "EngineConfig",
+    "Fault",
+    "Journal",
+    "LabArgumentError",
+    "LabModelError",
+    "Limits",
     "RetryPolicy",
     "Run",
     "RunHandle",
+    "RunOptions",
+    "Secrets",
     "Step",
     "StepRun",
+    "TargetError",
+    "WhatIfError",
     "WomlError",
+    "WomlExtraMissing",
+    "WomlImageError",
+    "WomlJournalError",
+    "WomlLimitError",
+    "WomlRunError",
     "WomlSyntaxError",
     "Workflow",
     "__version__",
@@ -51,8 +67,16 @@ _LAZY = {
     "AttemptError": "model",
     "Call": "model",
     "RetryPolicy": "policy",
-    "WomlError": "errors",
-    "WomlSyntaxError": "errors",
+    "Limits": "limits",
+    # The whole error tree (errors.py's docstring draws it).
+    **dict.fromkeys(
+        ("WomlError", "WomlSyntaxError", "WomlRunError", "WomlLimitError", "WomlExtraMissing",
+         "WomlJournalError", "WomlImageError", "LabModelError", "LabArgumentError",
+         "WhatIfError", "TargetError", "DemoAPIError"),
+        "errors",
+    ),
+    # What run(), run_async() and start() take (spec §7).
+    **dict.fromkeys(("EngineConfig", "Fault", "Journal", "RunOptions", "Secrets"), "api"),
     "run": "api",
     "run_async": "api",
     "start": "api",
@@ -62,9 +86,23 @@ _LAZY = {
 }
 
 if TYPE_CHECKING:
-    from .api import run, run_async, start
-    from .errors import WomlError, WomlSyntaxError
+    from .api import EngineConfig, Fault, Journal, RunOptions, Secrets, run, run_async, start
+    from .errors import (
+        DemoAPIError,
+        LabArgumentError,
+        LabModelError,
+        TargetError,
+        WhatIfError,
+        WomlError,
+        WomlExtraMissing,
+        WomlImageError,
+        WomlJournalError,
+        WomlLimitError,
+        WomlRunError,
+        WomlSyntaxError,
+    )
     from .handle import RunHandle
+    from .limits import Limits
     from .magic import load_ipython_extension, unload_ipython_extension
     from .model import Attempt, AttemptError, Call, Run, Step, StepRun, Workflow
     from .policy import RetryPolicy

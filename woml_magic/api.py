@@ -42,8 +42,8 @@ if TYPE_CHECKING:
     from .temporal.options import TemporalOptions
 
 __all__ = [
-    "ENGINES", "MEMORY", "EngineConfig", "Journal", "Run", "RunHandle", "RunOptions",
-    "RunSummary",
+    "ENGINES", "MEMORY", "EngineConfig", "Fault", "Journal", "Run", "RunHandle", "RunOptions",
+    "RunSummary", "Secrets",
     "Workflow", "check_journal", "check_payload", "default_pool", "fetch_run", "journaled_clock",
     "new_run_id", "run", "run_async", "start",
 ]

@@ -1,16 +1,31 @@
-"""The exceptions woml_magic raises on purpose (spec §2.5, §7).
+"""The exceptions woml_magic raises on purpose (spec §2.5, §7): the whole tree, each
+defined here (the modules that raise them import them).
 
     WomlError                 base of every error the package raises on purpose
     ├── WomlSyntaxError       a malformed document (spec §2.5): line, column, message
     ├── WomlRunError          a run cannot start or resume (unknown run id, fingerprint
-    │   │                     mismatch, bad payload) (spec §5.3, §6.1)
-    │   ├── WomlLimitError    something crossing into the kernel breaks a limit (§4.5)
+    │   │                     mismatch, bad payload or clock) (spec §5.3, §6.1)
+    │   ├── WomlLimitError    something crossing into the kernel breaks a limit (§4.5):
+    │   │                     .limit, .value, .allowed
     │   └── WomlExtraMissing  an optional feature's extra is not installed (also an
     │                         ImportError): the message says what to pip install
     ├── WomlJournalError      the journal cannot be opened or read (spec §5.2)
-    └── WomlImageError        an image of a run cannot be made as asked (spec §6.3):
-                              unknown theme or file type, bad scale, no such folder
-                              (also a ValueError)
+    ├── WomlImageError        an image of a run cannot be made as asked (spec §6.3):
+    │                         unknown theme or file type, bad scale, no such folder
+    │                         (also a ValueError)
+    ├── LabModelError         the retry lab cannot be built as asked (spec §11): a
+    │   │                     server model, outage, capacity or client count (also a
+    │   │                     ValueError)
+    │   ├── LabArgumentError  lab() given a keyword it does not take, or no document
+    │   │                     (also a TypeError)
+    │   └── WhatIfError       a what-if overlay that cannot be read (spec §11)
+    ├── TargetError           policy.to(target) with a target it does not know (§11)
+    │                         (also a ValueError)
+    └── DemoAPIError          misuse of the demo API (spec §8): a bad argument or a
+                              call in the wrong state (also a ValueError)
+
+``ServiceRejection`` is not a ``WomlError``: it never reaches the user as a Python
+exception, but rejects a script's ``services.*`` promise (spec §4.1).
 
 A document error renders in a notebook as its sentence, the offending line and a
 caret (``_render_traceback_``), never as a Python traceback; the line is a window of at
@@ -181,3 +196,29 @@ class WomlLimitError(WomlRunError):
 
     def _render_traceback_(self) -> list[str]:
         return [f"WomlLimitError: {self}"]
+
+
+class LabModelError(WomlError, ValueError):
+    """A retry lab that cannot be built or run as asked (spec §11): a server model, an
+    outage window, a capacity or a client count; the message names the bad value."""
+
+
+class LabArgumentError(LabModelError, TypeError):
+    """``lab()`` called with a keyword it does not take, or with neither WOML text nor a
+    ``Workflow``: a ``WomlError`` like every bad lab argument, and the ``TypeError``
+    Python gives a wrong call."""
+
+
+class WhatIfError(LabModelError):
+    """A ``--what-if`` overlay text that cannot be read (spec §11); the message says what
+    is allowed. A ``LabModelError``: one ``except`` catches every refused lab input."""
+
+
+class TargetError(WomlError, ValueError):
+    """``policy.to(target)`` with a target that is not one of ``policy_targets.TARGETS``
+    (spec §11)."""
+
+
+class DemoAPIError(WomlError, ValueError):
+    """Misuse of ``DemoAPI`` (or ``DemoApp``, spec §8): a bad argument or a call in the
+    wrong state."""

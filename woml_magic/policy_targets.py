@@ -45,7 +45,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
-from .errors import WomlError, quote
+from .errors import TargetError, quote
 from .policy import RetryPolicy, format_duration
 
 #: The engines a policy translates to, in display order.
@@ -117,10 +117,6 @@ class Translation:
         if self.same:
             return f"waits {_waits_text(self.delays)}, as WOML"
         return f"waits {_waits_text(self.delays)}; WOML waits {_waits_text(self.woml_delays)}"
-
-
-class TargetError(WomlError, ValueError):
-    """``policy.to(target)`` with a target that is not one of ``TARGETS`` (spec §11)."""
 
 
 def translate(policy: RetryPolicy, target: str) -> Translation:

@@ -18,8 +18,8 @@ survive. ``app.py`` decides every response without a socket (``DemoApp``);
 
 from __future__ import annotations
 
+from ..errors import DemoAPIError
 from .api import DemoAPI
-from .app import DemoAPIError
 from .exchange import DemoRequest
 from .provider import PaymentProvider
 

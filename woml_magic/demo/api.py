@@ -11,7 +11,8 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from .app import DemoAPIError, DemoApp
+from ..errors import DemoAPIError
+from .app import DemoApp
 from .exchange import DemoRequest
 from .server import DemoServer
 

@@ -26,15 +26,11 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from ..errors import WomlError
+from ..errors import DemoAPIError
 from .exchange import DemoRequest, Exchange, Fault, RequestLog
 from .idempotency import IdempotencyStore, fingerprint, parse_key
 from .problems import JSON_TYPE, ProblemError, Response, fail, json_response, problem
 from .resources import COLLECTIONS, new_record, validate_charge, validate_customer
-
-
-class DemoAPIError(WomlError, ValueError):
-    """Misuse of ``DemoAPI`` (or ``DemoApp``): a bad argument or a call in the wrong state."""
 
 
 def _positive_count(n: int, what: str) -> int:

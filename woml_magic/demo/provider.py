@@ -38,8 +38,8 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 from urllib.parse import parse_qsl
 
+from ..errors import DemoAPIError
 from .api import HOST, DemoAPI
-from .app import DemoAPIError
 from .exchange import Exchange, RequestLog
 from .idempotency import canonical_json, parse_key
 from .problems import JSON_TYPE, PROBLEM_TYPE, ProblemError, Response, json_response

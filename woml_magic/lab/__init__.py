@@ -34,7 +34,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, TypedDict
 
-from ..errors import WomlError, quote
+from ..errors import LabArgumentError, LabModelError, WomlError, quote
 from ..limits import MAX_CLIENTS
 from .result import (
     AMPLE,
@@ -45,7 +45,6 @@ from .result import (
 from .server import (
     PRESETS,
     Cause,
-    LabModelError,
     ModelServer,
     Request,
     outage_window,
@@ -73,12 +72,6 @@ __all__ = [
     "lab_async",
 ]
 
-
-
-class LabArgumentError(LabModelError, TypeError):
-    """``lab()`` called with a keyword it does not take, or with neither WOML text nor a
-    ``Workflow``: a ``WomlError`` like every bad lab argument, and the ``TypeError``
-    Python gives a wrong call."""
 
 
 #: The hosts a lab may send real requests to: this machine only (spec §8's demo API).

@@ -37,7 +37,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Literal, NamedTuple
 
-from ..errors import WomlError, quote
+from ..errors import LabModelError, quote
 from ..policy import DurationError, format_duration, parse_duration
 
 Cause = Literal["ok", "outage", "overloaded", "throttled", "conflict"]
@@ -50,10 +50,6 @@ READ_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 
 _TITLES = {503: "Service Unavailable", 429: "Too Many Requests", 409: "Conflict"}
 _PROBLEM_BASE = "https://woml-magic.invalid/lab/problems/"
-
-
-class LabModelError(WomlError, ValueError):
-    """A lab model that cannot be built or run: the message names the bad value."""
 
 
 _OUTAGE_ALLOWED = "write the outage as <start>..<end>, two durations such as 10s..40s"

@@ -31,10 +31,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal, NamedTuple
 
-from ..errors import quote
+from ..errors import LabModelError, quote
 from ..limits import MAX_MODEL_CLIENTS
 from ..policy import DurationError, RetryPolicy, format_duration, parse_duration
-from .server import LabModelError, ModelServer, Request
+from .server import ModelServer, Request
 from .whatif import RetryBudget, WhatIf
 
 ClientOutcome = Literal["succeeded", "gave-up", "budget-denied"]

@@ -31,7 +31,7 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
-from ..errors import WomlError, quote
+from ..errors import WhatIfError, quote
 from ..policy import RetryPolicy
 
 Jitter = Literal["full", "equal", "decorrelated"]
@@ -43,10 +43,6 @@ NOT_WOML = "not WOML semantics"
 
 #: A percentage's number: ASCII digits (``float`` takes ``１0`` and ``٥`` too).
 _PERCENT = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]+)?|\.[0-9]+)")
-
-
-class WhatIfError(WomlError, ValueError):
-    """A ``--what-if`` text that cannot be read; the message says what is allowed."""
 
 
 def _allowed() -> str:

@@ -27,7 +27,7 @@ from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 
 from .. import api
 from ..api import MEMORY, Journal, Run, Workflow
-from ..errors import WomlJournalError
+from ..errors import LabModelError, WomlJournalError
 from ..parse import parse
 from . import options
 from .arguments import CellArgs, cell_arguments
@@ -125,8 +125,6 @@ class WomlMagics(Magics):
         """``--clients N``: the retry lab of ``clients`` clients (spec §11), its flags
         checked by ``check_lab``; the cell's value is its result."""
         from ..lab import lab  # the lab's engine and plots load on first use
-        from ..lab.server import LabModelError
-        from ..lab.whatif import WhatIfError
 
         if not args.no_lint:
             show_lint(workflow)
@@ -137,7 +135,7 @@ class WomlMagics(Magics):
                              server=flags.server, capacity=flags.capacity, outage=flags.outage,
                              throttle=flags.throttle or None, what_if=flags.what_if,
                              payload=payload)
-            except (LabModelError, WhatIfError) as exc:  # flags that disagree (spec §11)
+            except LabModelError as exc:  # flags that disagree (spec §11)
                 raise UsageError(f"--clients: {exc}") from None
         if args.out is not None:
             self._shell.user_ns[args.out] = result

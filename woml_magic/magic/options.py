@@ -14,7 +14,7 @@ from IPython.core.error import UsageError
 from .. import api
 from ..api import Journal, Workflow
 from ..clock import ClockKind, as_clock
-from ..errors import WomlRunError, quote
+from ..errors import LabModelError, WomlRunError, quote
 from ..limits import MAX_CLIENTS
 from .arguments import CellArgs, EngineArgs
 from .settings import Woml
@@ -131,10 +131,10 @@ def check_lab(args: CellArgs) -> None:
             raise UsageError(f"{given[0]} applies to the retry lab only: add --clients N")
         return
     # The lab's own checks, flag by flag, so a bad value is one usage line that names
-    # its flag (they raise LabModelError and WhatIfError, shown with a traceback).
+    # its flag (they raise LabModelError, shown with a traceback).
     from ..lab import loopback_url
-    from ..lab.server import LabModelError, parse_outage, server_model
-    from ..lab.whatif import WhatIf, WhatIfError
+    from ..lab.server import parse_outage, server_model
+    from ..lab.whatif import WhatIf
 
     if not 1 <= lab.clients <= MAX_CLIENTS:
         raise UsageError(
@@ -152,7 +152,7 @@ def check_lab(args: CellArgs) -> None:
             continue
         try:
             check(value)
-        except (LabModelError, WhatIfError) as exc:
+        except LabModelError as exc:
             raise UsageError(f"{flag} {quote(value)[1:-1]}: {exc}") from None
     if lab.capacity is not None and not 0 < lab.capacity < math.inf:
         raise UsageError(
