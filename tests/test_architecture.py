@@ -266,3 +266,49 @@ def test_the_names_check_sees_a_restatement() -> None:
               'B = "use \'real\' or \'simulated\'"\n'
               'C = ["real"]\n')
     assert sorted(line for line, _ in restated_names(ast.parse(source), names)) == [2, 4, 5]
+
+
+def _literals(tree: ast.Module) -> list[tuple[int, tuple[str, ...]]]:
+    """``(line, names)`` of each ``Literal[...]`` of two or more strings in ``tree``."""
+    found: list[tuple[int, tuple[str, ...]]] = []
+    for node in ast.walk(tree):
+        head = node.value if isinstance(node, ast.Subscript) else None
+        if getattr(head, "id", getattr(head, "attr", None)) != "Literal":
+            continue
+        assert isinstance(node, ast.Subscript)
+        items = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+        names = tuple(sorted(i.value for i in items
+                             if isinstance(i, ast.Constant) and isinstance(i.value, str)))
+        if len(names) > 1:
+            found.append((node.lineno, names))
+    return found
+
+
+def test_each_literal_of_names_is_declared_once() -> None:
+    """A second ``Literal`` of the same names restates them: name the first (STYLE 14)."""
+    first: dict[tuple[str, ...], str] = {}
+    for path in SOURCES:
+        for line, names in _literals(ast.parse(path.read_text(encoding="utf-8"))):
+            where = f"woml_magic/{path.relative_to(PACKAGE)}:{line}"
+            assert names not in first, (
+                f"{where} declares Literal{list(names)} again (first at {first.get(names)}); "
+                "use that alias"
+            )
+            first[names] = where
+
+
+@pytest.mark.parametrize("path", SOURCES, ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_argparse_choices_are_derived_not_written_out(path: Path) -> None:
+    """``choices=`` names a declaration (``CLOCKS``, ``api.ENGINES``, ``PALETTES``), so
+    the flag, its help and its completions follow it."""
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.keyword) and node.arg == "choices":
+            assert not isinstance(node.value, ast.Tuple | ast.List | ast.Set), (
+                f"woml_magic/{path.relative_to(PACKAGE)}:{node.value.lineno} writes out "
+                "argparse choices; derive them from where the names are declared"
+            )
+
+
+def test_the_literal_and_choices_checks_see_a_restatement() -> None:
+    tree = ast.parse('A = Literal["x", "y"]\nB = t.Literal["y", "x"]\nC = Literal["x"]\n')
+    assert _literals(tree) == [(1, ("x", "y")), (2, ("x", "y"))]

@@ -338,6 +338,14 @@ def test_a_resumed_run_is_unfinished_until_it_finishes_again(journal: Journal) -
     assert (s.status, s.resumes, s.last_at) == ("succeeded", 1, 6.0)
 
 
+def test_a_summary_of_a_run_whose_clock_is_not_a_clock_says_none(journal: Journal) -> None:
+    """spec §5.1: a summary's clock is a ClockKind; a forged run-started row's is None
+    (loading that run is refused, tests/test_journal_forged.py)."""
+    journal(RunStarted(run_id="odd", at=0.0, workflow_id="w", clock="sundial"))  # type: ignore[arg-type]
+    (s,) = journal.runs()
+    assert s.clock is None
+
+
 def test_run_summary_carries_what_runs_table_shows(journal: Journal) -> None:
     before = time.time()
     events = scenario("sum", finish=None)

@@ -160,3 +160,11 @@ def test_one_client_limit_and_the_labs_messages_name_it(ip: InteractiveShell) ->
     step = parse('<step id="s" retry="2"><script>return 1;</script></step>').steps[0]
     with pytest.raises(LabModelError, match=re.escape(f"1..{MAX_MODEL_CLIENTS:,} (limits.")):
         simulate(step.policy, MAX_MODEL_CLIENTS + 1)
+
+
+def test_the_settings_defaults_are_declared_names(ip: InteractiveShell) -> None:
+    woml = settings(ip)
+    assert woml.clock in CLOCKS
+    assert woml.engine in api.ENGINES
+    assert f'`"{woml.clock}"`' in _row("magic.md", "`clock`")
+    assert f'`"{woml.engine}"`' in _row("magic.md", "`engine`")

@@ -14,6 +14,7 @@ import sqlite3
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
+from ..clock import CLOCKS, ClockKind, as_clock
 from ..errors import WomlJournalError, WomlSyntaxError, quote
 from ..events import Event, RunStarted, StepFinished
 from ..model import STEP_STATUS_BY_KIND, Run, Workflow, step_status_after
@@ -82,7 +83,7 @@ class RunSummary:
     run_id: str
     workflow_id: str
     status: SummaryStatus
-    clock: str
+    clock: ClockKind | None  # None: its run-started row names no clock (a forged row)
     fingerprint: str
     started_wall: float
     events: int
@@ -114,7 +115,7 @@ def _summary(row: tuple[Any, ...], steps: dict[str, StepStatus]) -> RunSummary:
         run_id=run_id,
         workflow_id=wf_id or "",
         status=(status or _UNKNOWN) if life == "run-finished" else UNFINISHED,
-        clock=clock or "",
+        clock=as_clock(clock) if clock in CLOCKS else None,
         fingerprint=fp or "",
         started_wall=started,
         events=n,

@@ -114,7 +114,7 @@ class RunTable:
                 r.run_id,
                 r.workflow_id,
                 r.status,
-                r.clock,
+                r.clock or "",
                 time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(r.started_wall)),
                 ", ".join(f"{k}: {v}" for k, v in r.steps.items()),
             )
