@@ -29,7 +29,7 @@ from .. import api
 from ..clock import CLOCKS, ClockKind, as_clock
 from ..errors import quote
 
-F = TypeVar("F", bound=Callable[..., Any])
+_F = TypeVar("_F", bound=Callable[..., Any])
 
 # -- flag values (argparse ``type=`` and ``action=``): ASCII digits, each flag once -----
 
@@ -162,14 +162,14 @@ class CellArgs:
 # -- the declarations ----------------------------------------------------------------------
 
 
-def declared(decorators: Sequence[Any]) -> Callable[[F], F]:
+def declared(decorators: Sequence[Any]) -> Callable[[_F], _F]:
     """IPython's ``@magic_arguments()`` over ``decorators`` (its ``argument``s and
     ``argument_group``s), in the order written: a magic's arguments as one list."""
 
-    def declare(func: F) -> F:
+    def declare(func: _F) -> _F:
         for deco in reversed(decorators):
             func = deco(func)
-        made: F = magic_arguments()(func)
+        made: _F = magic_arguments()(func)
         return made
 
     return declare

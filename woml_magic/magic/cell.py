@@ -1,9 +1,10 @@
 """The ``%%woml`` cell magic and the ``%woml`` line magic (spec §6.1, §6.2).
 
-A thin adapter (STYLE 2): arguments → ``parse(cell, line_offset=1)`` → ``api.start``
-→ wait → display. Every run executes on the package's run loop (``runloop``); the
-cell's thread only waits for it, so the kernel's own loop is never re-entered and
-every queued cell runs (spec §6.3). Retry, XML and HTTP logic live below it and never
+A thin adapter (STYLE 2): arguments (``arguments.CellArgs``) → ``parse(cell,
+line_offset=1)`` → ``api.start`` → wait → display; ``%woml``'s subcommands are
+``line``'s. Every run executes on the package's run loop (``runloop``); the cell's
+thread only waits for it, so the kernel's own loop is never re-entered and every
+queued cell runs (spec §6.3). Retry, XML and HTTP logic live below it and never
 import IPython. Per-session state — open journals, background runs, live views, the
 ``Woml`` settings — lives on the ``WomlMagics`` instance, which closes it all in
 ``unload_ipython_extension`` (STYLE 7).
