@@ -88,8 +88,8 @@ class Woml(Configurable):
         help="Extra header names shown and journaled as ••• (spec §4.1).",
     ).tag(config=True)
     engine = Unicode(
-        "local", help="The engine of %%woml runs: a name in woml_magic.api.ENGINES, "
-        f"{one_of(api.ENGINES)} or one registered there (spec §9)."
+        "local", help="The engine of %%woml runs (spec §9): a name in woml_magic.api.ENGINES "
+        f"({one_of(api.ENGINES)}, or any engine registered there)."
     ).tag(config=True)
     temporal = Unicode(
         "",
