@@ -101,3 +101,17 @@ def shell() -> Iterator[Any]:
     ip = InteractiveShell.instance(config=config)
     yield ip
     InteractiveShell.clear_instance()
+
+
+@pytest.fixture
+def ip(shell: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    """``shell`` with the extension loaded, working in ``tmp_path``; afterwards the
+    extension unloaded, its ``%config`` settings and the test's variables gone."""
+    monkeypatch.chdir(tmp_path)
+    names = set(shell.user_ns)
+    shell.run_line_magic("load_ext", "woml_magic")
+    yield shell
+    shell.run_line_magic("unload_ext", "woml_magic")
+    shell.config.pop("Woml", None)  # %config records settings in the shell's config
+    for name in set(shell.user_ns) - names:
+        shell.user_ns.pop(name, None)

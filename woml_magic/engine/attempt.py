@@ -61,9 +61,7 @@ class AttemptRunner:
         self._clock = clock
         self._pool = pool
         self._config = config
-        self._services = services if services is not None else RunServices(
-            clock, limits=config.limits, redact_headers=config.redact_headers,
-            http_allow=config.http_allow, secrets=config.secrets, faults=config.faults)
+        self._services = services if services is not None else RunServices(clock, config)
         self._emit = emit
         self._payload_text: str | None = None  # the payload's JSON text, encoded once
 
@@ -130,7 +128,7 @@ class AttemptRunner:
         await self._services.aclose()
 
     def _request(self, step: Step, number: int, key: str, results: StepResults) -> AttemptRequest:
-        run, config, limits = self._run, self._config, self._config.limits
+        run, config = self._run, self._config
         if self._payload_text is None:
             self._payload_text = encode(run.payload)
         return AttemptRequest(
@@ -143,12 +141,7 @@ class AttemptRunner:
             attempt={"number": number, "maxAttempts": step.policy.attempts,
                      "idempotencyKey": key},
             now_ms=self._clock.epoch_ms,
-            memory_limit_bytes=config.memory_limit_mb * 1024 * 1024,
-            max_result_bytes=config.max_result_bytes,
-            max_json_depth=limits.max_json_depth,
-            max_call_args_bytes=limits.max_call_args_bytes,
-            max_log_lines=limits.max_log_lines,
-            max_log_bytes=limits.max_log_bytes,
+            limits=config.limits,
             payload_text=self._payload_text,
             secret_names=config.secrets.names if config.secrets else (),
         )
