@@ -48,7 +48,7 @@ _LAZY = {
     "Run": "model",
     "StepRun": "model",
     "Attempt": "model",
-    "AttemptError": "model",
+    "AttemptError": "events",  # a record of attempt-finished (spec §3.2)
     "Call": "model",
     "RetryPolicy": "policy",
     "WomlError": "errors",
@@ -64,9 +64,10 @@ _LAZY = {
 if TYPE_CHECKING:
     from .api import run, run_async, start
     from .errors import WomlError, WomlSyntaxError
+    from .events import AttemptError
     from .handle import RunHandle
     from .magic import load_ipython_extension, unload_ipython_extension
-    from .model import Attempt, AttemptError, Call, Run, Step, StepRun, Workflow
+    from .model import Attempt, Call, Run, Step, StepRun, Workflow
     from .policy import RetryPolicy
 
 

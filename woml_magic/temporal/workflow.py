@@ -30,11 +30,12 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, CancelledError, TimeoutError
 
 from ..clock import Clock, ClockKind
-from ..engine.attempt import attempt_error, interrupted_events
+from ..engine.attempt import attempt_error, record_interrupted
 from ..engine.config import EngineConfig
 from ..engine.schedule import Engine
 from ..events import (
     JSON,
+    AttemptError,
     AttemptFinished,
     AttemptStarted,
     CallFinished,
@@ -47,7 +48,6 @@ from ..explain import explain
 from ..model import Run, Step
 from ..outcomes import (
     CRASH,
-    INTERRUPTED,
     RESPONSE,
     Outcome,
     as_outcome,
@@ -187,30 +187,26 @@ class ActivityAttempts:
         """The activity ended without a result: its worker died (a heartbeat or
         start-to-close timeout) — ``interrupted``, its effects unknown (spec §5.3, §9)."""
         cause = exc.cause
-        if isinstance(cause, TimeoutError):
-            details = list(cause.last_heartbeat_details or [])
-            seen = details[0] if details and isinstance(details[0], list) else []
-            # Calls the activity recorded durably before sending (a signal each) that
-            # its last heartbeat did not carry yet.
-            beat = {d.get("call_index") for d in seen if d.get("kind") == CallStarted.kind}
-            seen = [*seen, *(d for d in self._calls_started.get((step.id, number), [])
-                             if d.get("call_index") not in beat)]
-            now = self._clock.now()
-            for data in seen:
-                if data.get("kind") in (AttemptStarted.kind, AttemptFinished.kind):
-                    continue
-                self._emit(event_from_dict({**data, "at": min(now, started + float(data["at"]))}))
-            attempt = self._run.steps[step.id].attempt(number)
-            for event in interrupted_events(self._run.id, step, attempt, now,
-                                            who="the worker"):
-                self._emit(event)
-            return INTERRUPTED
-        return self._finish(step, number, CRASH, f"the activity failed: {exc.cause or exc}")
+        if not isinstance(cause, TimeoutError):
+            return self._finish(step, number, CRASH, f"the activity failed: {exc.cause or exc}")
+        details = list(cause.last_heartbeat_details or [])
+        seen = details[0] if details and isinstance(details[0], list) else []
+        # Calls the activity recorded durably before sending (a signal each) that its
+        # last heartbeat did not carry yet.
+        beat = {d.get("call_index") for d in seen if d.get("kind") == CallStarted.kind}
+        seen = [*seen, *(d for d in self._calls_started.get((step.id, number), [])
+                         if d.get("call_index") not in beat)]
+        now = self._clock.now()
+        recorded = [event_from_dict({**d, "at": min(now, started + float(d["at"]))})
+                    for d in seen
+                    if d.get("kind") not in (AttemptStarted.kind, AttemptFinished.kind)]
+        return record_interrupted(self._run, step, number, now, self._emit, who="the worker",
+                                  recorded=recorded)
 
     def _finish(self, step: Step, number: int, outcome: Outcome, detail: str | None) -> Outcome:
         error = attempt_error(step, number, outcome, None)
         if error is None and detail is not None:
-            error = {"name": "WorkerError", "message": detail, "line": None}
+            error = AttemptError("WorkerError", detail)
         self._emit(AttemptFinished(
             run_id=self._run.id, at=self._clock.now(), step_id=step.id, number=number,
             outcome=outcome, error=error,
