@@ -27,6 +27,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from woml_magic.events import (
+    AttemptError,
     AttemptFinished,
     AttemptStarted,
     LogEmitted,
@@ -67,7 +68,7 @@ def build_run(steps: int, attempts: int, *, finish: bool) -> Run:
             if last and i == steps - 1 and not finish:
                 return run
             outcome = "succeeded" if last else "threw"
-            error = None if last else {"name": "Error", "message": "flaky", "line": 3}
+            error = None if last else AttemptError("Error", "flaky", 3)
             run.apply(
                 AttemptFinished(
                     rid,
@@ -107,7 +108,7 @@ def spec_example_run() -> Run:
     for n in range(1, 11):
         run.apply(AttemptStarted(rid, t, step_id=sid, number=n, idempotency_key=key))
         t += 0.006
-        error = {"name": "Error", "message": "card network busy", "line": 1}
+        error = AttemptError("Error", "card network busy", 1)
         run.apply(
             AttemptFinished(
                 rid, t, step_id=sid, number=n, outcome="threw", error=error, explanation="x"

@@ -104,11 +104,14 @@ def shell() -> Iterator[Any]:
 
 
 @pytest.fixture
-def woml_shell(shell: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
-    """``shell`` with ``%load_ext woml_magic`` in ``tmp_path``; unloaded after the test,
-    its ``%config Woml`` forgotten."""
+def ip(shell: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    """``shell`` with the extension loaded, working in ``tmp_path``; afterwards the
+    extension unloaded, its ``%config`` settings and the test's variables gone."""
     monkeypatch.chdir(tmp_path)
+    names = set(shell.user_ns)
     shell.run_line_magic("load_ext", "woml_magic")
     yield shell
     shell.run_line_magic("unload_ext", "woml_magic")
-    shell.config.pop("Woml", None)
+    shell.config.pop("Woml", None)  # %config records settings in the shell's config
+    for name in set(shell.user_ns) - names:
+        shell.user_ns.pop(name, None)

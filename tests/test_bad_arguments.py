@@ -13,8 +13,6 @@ one is refused.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -139,16 +137,6 @@ def test_an_unknown_lab_keyword_is_a_woml_error_and_a_type_error() -> None:
 
 
 # -- the magic: one usage line naming the flag ----------------------------------------------
-
-
-@pytest.fixture
-def ip(
-    shell: InteractiveShell, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> Iterator[InteractiveShell]:
-    monkeypatch.chdir(tmp_path)
-    shell.run_line_magic("load_ext", "woml_magic")
-    yield shell
-    shell.run_line_magic("unload_ext", "woml_magic")
 
 
 @pytest.mark.parametrize(

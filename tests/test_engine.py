@@ -459,3 +459,48 @@ def test_a_script_that_compiled_is_not_compiled_again(monkeypatch: pytest.Monkey
 
     asyncio.run(main())
     assert checked == ["return 1;", "return 1 +;", "return 1 +;"]
+
+
+def test_one_recorder_ends_an_interrupted_attempt_on_either_engine() -> None:
+    """spec §5.3, §9: what the attempt recorded that the run has not seen comes first (a
+    dead Temporal worker's heartbeat), then each call in flight ends ``ambiguous``, then
+    the attempt ``interrupted`` with §5.3's sentence as a typed error."""
+    from woml_magic.engine.attempt import record_interrupted
+    from woml_magic.events import AttemptError, CallFinished, CallStarted, RunStarted, StepStarted
+    from woml_magic.parse import parse
+
+    workflow = parse('<step id="charge" retry="2"><script>return 1;</script></step>')
+    run = wm.Run(id="r", workflow=workflow, clock="simulated")
+    seen: list[Event] = []
+
+    def emit(event: Event) -> None:
+        run.apply(event)
+        seen.append(event)
+
+    key = idempotency_key("r", "charge")
+    emit(RunStarted(run_id="r", at=0.0, workflow_id=workflow.id))
+    emit(StepStarted(run_id="r", at=0.0, step_id="charge", idempotency_key=key))
+    emit(AttemptStarted(run_id="r", at=0.0, step_id="charge", number=1, idempotency_key=key))
+    in_flight = CallStarted(run_id="r", at=0.2, step_id="charge", number=1, call_index=0,
+                            name="pay", method="POST", url="http://127.0.0.1:9/charges")
+    outcome = record_interrupted(run, workflow.steps[0], 1, 0.5, emit, who="the worker",
+                                 recorded=[in_flight])
+    assert outcome == "interrupted"
+    assert [type(e).__name__ for e in seen[3:]] == [
+        "CallStarted", "CallFinished", "AttemptFinished"]
+    assert seen[3] is in_flight
+    assert seen[4] == CallFinished(
+        run_id="r", at=0.5, step_id="charge", number=1, call_index=0, name="pay",
+        outcome="ambiguous", error="the worker stopped while the request was in flight; "
+                                   "whether the server acted on it is unknown")
+    finished = seen[5]
+    assert isinstance(finished, AttemptFinished)
+    assert (finished.at, finished.outcome) == (0.5, "interrupted")
+    assert finished.error == AttemptError(
+        "InterruptedError",
+        "attempt 1 of charge was interrupted; whether its effects happened is unknown. Check "
+        "the external system, then resume with --retry-interrupted to run it again with the "
+        "same idempotency key.")
+    attempt = run.steps["charge"].attempts[0]
+    assert (attempt.outcome, attempt.error) == ("interrupted", finished.error)
+    assert attempt.calls[0].outcome == "ambiguous"

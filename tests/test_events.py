@@ -2,9 +2,19 @@
 
 from __future__ import annotations
 
+import dataclasses
+import json
+
 import pytest
 
-from woml_magic.events import EVENT_TYPES, AttemptEvent, StepEvent, event_from_dict
+from woml_magic.events import (
+    EVENT_TYPES,
+    AttemptError,
+    AttemptEvent,
+    AttemptFinished,
+    StepEvent,
+    event_from_dict,
+)
 
 STEP_KINDS = sorted(k for k, cls in EVENT_TYPES.items() if issubclass(cls, StepEvent))
 ATTEMPT_KINDS = sorted(k for k, cls in EVENT_TYPES.items() if issubclass(cls, AttemptEvent))
@@ -70,3 +80,37 @@ def test_run_finished_carries_why_a_stopped_run_ended_and_old_journals_read_none
     assert event_from_dict(event.to_dict()) == event
     old = {k: v for k, v in event.to_dict().items() if k != "stopped"}
     assert event_from_dict(old) == RunFinished(run_id="r", at=1.0, status="failed")
+
+
+# -- an attempt's error is a record of its own (spec §3.2) -------------------------------
+
+
+def test_an_attempt_error_travels_as_a_record_and_reads_back_as_one() -> None:
+    error = AttemptError("HttpError", "503 busy", 7)
+    event = AttemptFinished(run_id="r", at=1.5, step_id="charge", number=2, outcome="threw",
+                            error=error, explanation="retried")
+    data = event.to_dict()
+    assert data["error"] == {"name": "HttpError", "message": "503 busy", "line": 7}
+    back = event_from_dict(json.loads(json.dumps(data)))
+    assert isinstance(back, AttemptFinished)
+    assert back == event
+    assert isinstance(back.error, AttemptError)
+    assert event_from_dict({**data, "error": None}) == dataclasses.replace(event, error=None)
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        {"name": "E"},
+        {"name": 1, "message": "m"},
+        {"name": "E", "message": "m", "line": "3"},
+        {"name": "E", "message": "m", "line": True},
+        {"name": "E", "message": "m", "stack": "…"},
+        ["E", "m", 3],
+    ],
+    ids=["no-message", "name-not-text", "line-text", "line-bool", "extra-key", "a-list"],
+)
+def test_an_error_that_is_not_name_message_line_is_refused(error: object) -> None:
+    data = AttemptFinished(run_id="r", at=0.0, step_id="s", number=1, outcome="threw").to_dict()
+    with pytest.raises(ValueError, match=r"its error is not \{name, message, line\}"):
+        event_from_dict({**data, "error": error})

@@ -12,7 +12,6 @@ import dataclasses
 import json
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -398,10 +397,20 @@ def test_faults_round_trip_through_their_dicts() -> None:
     assert parse_faults(None) == ()
 
 
-def test_faults_round_trip_through_the_temporal_activity_config() -> None:
+def test_faults_round_trip_through_the_temporal_activity_input() -> None:
+    """The activity's input is read back by Temporal's converter from its fields."""
     pytest.importorskip("temporalio")
-    from woml_magic.temporal.activity import config_from_dict, config_to_dict
+    from temporalio.converter import DataConverter
 
-    config = EngineConfig(faults=parse_faults(["a@1=drop-response", "b@*=delay=250ms"]))
-    data: dict[str, Any] = json.loads(json.dumps(config_to_dict(config)))
-    assert config_from_dict(data).faults == config.faults
+    from woml_magic.limits import Limits
+    from woml_magic.temporal.activity import AttemptInput
+
+    config = EngineConfig(faults=parse_faults(["a@1=drop-response", "b@*=delay=250ms"]),
+                          limits=Limits(memory_limit_mb=16, max_log_lines=5),
+                          http_allow=("api.test",), redact_headers=("X-Key",))
+    sent = AttemptInput(run_id="r", document={}, payload=None, step_id="s", number=1,
+                        config=config)
+    convert = DataConverter.default.payload_converter
+    (back,) = convert.from_payloads(convert.to_payloads([sent]), [AttemptInput])
+    assert back.config == config
+    assert back.config.faults == config.faults

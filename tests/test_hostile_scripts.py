@@ -26,7 +26,7 @@ from conftest import child_pids
 
 import woml_magic as wm
 from woml_magic.errors import WomlLimitError, WomlRunError
-from woml_magic.limits import check_payload_limits, json_depth
+from woml_magic.limits import LIMIT_RANGES, Limits, check_payload_limits, json_depth
 from woml_magic.runtime import AttemptRequest, AttemptResult, ScriptWorker
 from woml_magic.runtime import worker as worker_module
 from woml_magic.runtime.transport import ChildProcess
@@ -69,12 +69,14 @@ async def no_services(name: str, args: list[Any]) -> Any:
 
 
 def request(script: str, **kw: Any) -> AttemptRequest:
+    """An attempt of ``script``; keywords named as limits set the request's ``limits``."""
     context = kw.pop("context", {"payload": None, "steps": {"first": {"n": 1}},
                                  "run": {"id": "r", "workflow": "w"}})
+    limits = Limits(**{name: kw.pop(name) for name in list(kw) if name in LIMIT_RANGES})
     return AttemptRequest(
         script=script, script_line=1, script_column=1, context=context,
         attempt={"number": 1, "maxAttempts": 1, "idempotencyKey": "k"},
-        now_ms=lambda: 1_000_000.0, **kw,
+        now_ms=lambda: 1_000_000.0, limits=limits, **kw,
     )
 
 
@@ -703,13 +705,14 @@ def test_a_script_spinning_forever_ends_at_its_timeout_and_the_next_run_is_fine(
 
 
 def test_reading_every_step_is_refused_past_the_memory_limit(worker: ScriptWorker) -> None:
-    steps = {f"s{i}": "x" * (300 * 1024) for i in range(8)}
+    # Eight steps of 1.2 MiB: one fits the smallest heap allowed (8 MiB), all do not.
+    steps = {f"s{i}": "x" * (1200 * 1024) for i in range(8)}
     context = {"payload": None, "steps": steps, "run": {"id": "r", "workflow": "w"}}
     one, _ = attempt(worker, "return context.steps.s3.length;", context=context,
-                     memory_limit_bytes=2 << 20)
-    assert (one.outcome, one.result) == ("succeeded", 300 * 1024)
+                     memory_limit_mb=8)
+    assert (one.outcome, one.result) == ("succeeded", 1200 * 1024)
     every, _ = attempt(worker, "return Object.keys(context.steps).length;", context=context,
-                       memory_limit_bytes=2 << 20)
+                       memory_limit_mb=8)
     assert (every.outcome, every.error_name) == ("threw", "RangeError")
     assert "memory limit" in (every.error_message or "")
     honest_next(worker)
@@ -778,6 +781,6 @@ def test_a_long_script_that_catches_out_of_memory_is_crash_every_time(
         "return 'survived';"
     )
     for _ in range(3):
-        result, _ = attempt(worker, script, memory_limit_bytes=16 << 20)
+        result, _ = attempt(worker, script, memory_limit_mb=16)
         assert (result.outcome, result.error_name) == ("crash", "InternalError")
     honest_next(worker)

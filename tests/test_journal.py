@@ -6,6 +6,7 @@ Real SQLite files in tmp_path, real subprocesses for concurrency and ``kill -9``
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import random
 import re
@@ -26,6 +27,7 @@ import pytest
 from woml_magic.errors import WomlJournalError
 from woml_magic.events import (
     EVENT_TYPES,
+    AttemptError,
     AttemptFinished,
     AttemptStarted,
     CallFinished,
@@ -113,7 +115,7 @@ def scenario(run_id: str, *, finish: str | None = "succeeded") -> list[Event]:
             step_id="charge",
             number=1,
             outcome="threw",
-            error={"name": "HttpError", "message": "503 busy", "line": 7},
+            error=AttemptError("HttpError", "503 busy", 7),
             explanation="attempt 1 of 3 threw; retrying after 1s",
         ),
         WaitScheduled(
@@ -220,7 +222,7 @@ SAMPLES: list[Event] = [
         number=2,
         outcome="threw",
         result=[1, {"x": None}],
-        error={"name": "E", "message": "m", "line": 3},
+        error=AttemptError("E", "m", 3),
         explanation="why",
     ),
     WaitScheduled(run_id="r", at=0.7, step_id="a", after_attempt=2, seconds=2.5, due=3.2),
@@ -394,11 +396,7 @@ def test_load_rebuilds_the_run_seen_live(journal: Journal) -> None:
             step_id="notify",
             number=1,
             outcome="interrupted",
-            error={
-                "name": "Interrupted",
-                "message": "attempt 1 of notify was interrupted",
-                "line": None,
-            },
+            error=AttemptError("Interrupted", "attempt 1 of notify was interrupted"),
             explanation="fail closed",
         ),
         StepFinished(run_id="live", at=9.0, step_id="notify", status="failed-closed"),
@@ -914,3 +912,60 @@ def test_an_event_kind_from_a_newer_version_is_named_when_read(journal: Journal)
         conn.close()
     with pytest.raises(WomlJournalError, match=r"event 2 of run 'r'.*newer woml-magic"):
         journal.events("r")
+
+
+# -- journals written before AttemptFinished.error was typed (spec §5.2, §5.3) -------------
+
+#: Rows exactly as woml-magic wrote them when an attempt's error was a plain dict: one
+#: step, attempt 1 threw (its error with a line), attempt 2 was interrupted by a dead
+#: process (no line); and, older still, an error without a "line" key at all.
+OLD_DOC = '<step id="charge" retry="3" retry-delay="1s"><script>return 1;</script></step>'
+OLD_ROWS = [
+    '{"run_id": "old", "at": 0.0, "workflow_id": "cell", "fingerprint": "%(fp)s", '
+    '"clock": "simulated", "payload": null, "source": "%(src)s", "kind": "run-started"}',
+    '{"run_id": "old", "at": 0.0, "step_id": "charge", "idempotency_key": "%(key)s", '
+    '"kind": "step-started"}',
+    '{"run_id": "old", "at": 0.0, "step_id": "charge", "number": 1, '
+    '"idempotency_key": "%(key)s", "kind": "attempt-started"}',
+    '{"run_id": "old", "at": 0.1, "step_id": "charge", "number": 1, "outcome": "threw", '
+    '"result": null, "error": {"name": "HttpError", "message": "503 busy", "line": 7}, '
+    '"explanation": "retried", "kind": "attempt-finished"}',
+    '{"run_id": "old", "at": 0.1, "step_id": "charge", "after_attempt": 1, "seconds": 1.0, '
+    '"due": 1.1, "kind": "wait-scheduled"}',
+    '{"run_id": "old", "at": 1.1, "step_id": "charge", "number": 2, '
+    '"idempotency_key": "%(key)s", "kind": "attempt-started"}',
+    '{"run_id": "old", "at": 1.2, "step_id": "charge", "number": 2, "outcome": "interrupted", '
+    '"result": null, "error": {"name": "InterruptedError", "message": "gone"}, '
+    '"explanation": "fail closed", "kind": "attempt-finished"}',
+    '{"run_id": "old", "at": 1.2, "step_id": "charge", "status": "failed-closed", '
+    '"result": null, "reason": null, "kind": "step-finished"}',
+    '{"run_id": "old", "at": 1.2, "status": "failed", "kind": "run-finished"}',
+]
+
+
+def test_a_journal_written_before_errors_were_typed_still_loads(tmp_path: Path) -> None:
+    from woml_magic.events import AttemptError
+    from woml_magic.parse import parse
+
+    workflow = parse(OLD_DOC)
+    values = {"fp": workflow.fingerprint, "src": OLD_DOC.replace('"', '\\"'),
+              "key": idempotency_key("old", "charge")}
+    path = tmp_path / "old.sqlite3"
+    Journal(path).close()
+    conn = raw(path)
+    try:
+        for data in OLD_ROWS:
+            row = data % values  # the text as written then; its columns read from it
+            fields = json.loads(row)
+            conn.execute("INSERT INTO events(run_id, kind, at, wall, data) VALUES (?, ?, ?, ?, ?)",
+                         ("old", fields["kind"], fields["at"], time.time(), row))
+    finally:
+        conn.close()
+    with Journal(path) as jr:
+        run = jr.load("old", workflow)
+        again = jr.load("old")  # from its journaled document too
+    first, second = run.steps["charge"].attempts
+    assert first.error == AttemptError("HttpError", "503 busy", 7)
+    assert second.error == AttemptError("InterruptedError", "gone", None)
+    assert again.steps["charge"].attempts[1].error == second.error
+    assert run.steps["charge"].status == "failed-closed"

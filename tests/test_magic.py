@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import logging
 import stat
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -30,19 +29,6 @@ THROWS = (
 SLEEPS = (
     '<step id="slow" timeout="2h"><script>await services.sleep("1h"); return 1;</script></step>'
 )
-
-
-@pytest.fixture
-def ip(
-    shell: InteractiveShell, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> Iterator[InteractiveShell]:
-    monkeypatch.chdir(tmp_path)
-    shell.run_line_magic("load_ext", "woml_magic")
-    yield shell
-    shell.run_line_magic("unload_ext", "woml_magic")
-    shell.config.pop("Woml", None)  # %config records settings in the shell's config
-    for name in ("r", "data", "bad"):
-        shell.user_ns.pop(name, None)
 
 
 def displayed(ip: InteractiveShell, obj: Any) -> dict[str, Any]:

@@ -35,8 +35,8 @@ DOC = '<step id="s"><script>return 1;</script></step>'
 
 
 @pytest.fixture
-def ip(woml_shell: InteractiveShell) -> InteractiveShell:
-    return woml_shell
+def ip(ip: InteractiveShell) -> InteractiveShell:
+    return ip
 
 
 @pytest.fixture

@@ -15,6 +15,7 @@ import pytest
 import quickjs
 
 from woml_magic.errors import ServiceRejection
+from woml_magic.limits import LIMIT_RANGES, Limits
 from woml_magic.runtime import SERVICES, AttemptRequest, AttemptResult, ScriptWorker
 from woml_magic.runtime._bytecode import ENV_SWITCH
 from woml_magic.runtime.protocol import check_shape
@@ -24,11 +25,14 @@ from woml_magic.services.registry import SERVICE_NAMES
 EPOCH_2001_MS = 978_307_200_000.0  # 2001-01-01T00:00:00Z
 SCRIPT_LINE = 10
 SCRIPT_COLUMN = 5
-SMALL_MEMORY = 16 * 1024 * 1024
+SMALL_MEMORY_MB = 16
+SMALL_MEMORY = SMALL_MEMORY_MB * 1024 * 1024
 INSTALLED_QUICKJS = importlib.metadata.version("quickjs-ng")
 
 
 def request(script: str, now: float = EPOCH_2001_MS, **kw: Any) -> AttemptRequest:
+    """An attempt of ``script``; keywords named as limits set the request's ``limits``."""
+    limits = Limits(**{name: kw.pop(name) for name in list(kw) if name in LIMIT_RANGES})
     return AttemptRequest(
         script=script,
         script_line=SCRIPT_LINE,
@@ -40,6 +44,7 @@ def request(script: str, now: float = EPOCH_2001_MS, **kw: Any) -> AttemptReques
         },
         attempt={"number": 2, "maxAttempts": 3, "idempotencyKey": "key-1"},
         now_ms=lambda: now,
+        limits=limits,
         **kw,
     )
 
@@ -491,7 +496,7 @@ def test_memory_bombs_are_crash_even_when_caught(
     script = (
         f"try {{ {BOMBS[shape]} }} catch (e) {{ }}\nreturn 'survived';" if caught else BOMBS[shape]
     )
-    result, _ = attempt(worker, script, memory_limit_bytes=SMALL_MEMORY)
+    result, _ = attempt(worker, script, memory_limit_mb=SMALL_MEMORY_MB)
     assert (result.outcome, result.error_name) == ("crash", "InternalError")
     assert str(SMALL_MEMORY) in (result.error_message or "")
 
@@ -505,7 +510,7 @@ def test_memory_bomb_caught_through_a_promise_handler_is_crash(worker: ScriptWor
     script = (
         "return await (async () => { " + BOMBS["small-objects"] + " })().catch(() => 'survived');"
     )
-    result, _ = attempt(worker, script, memory_limit_bytes=SMALL_MEMORY)
+    result, _ = attempt(worker, script, memory_limit_mb=SMALL_MEMORY_MB)
     assert result.outcome == "crash"
 
 
@@ -518,7 +523,7 @@ def test_throwing_null_is_crash_because_quickjs_throws_null_when_out_of_memory(
 
 
 def test_worker_keeps_serving_after_a_memory_bomb(worker: ScriptWorker) -> None:
-    attempt(worker, BOMBS["small-objects"], memory_limit_bytes=SMALL_MEMORY)
+    attempt(worker, BOMBS["small-objects"], memory_limit_mb=SMALL_MEMORY_MB)
     assert attempt(worker, "return [1, 2, 3].length")[0].result == 3
 
 
@@ -753,7 +758,7 @@ def test_chaos_every_bad_class_twenty_times_keeps_the_kernel_healthy() -> None:
             context={},
             attempt={},
             now_ms=lambda: 0.0,
-            memory_limit_bytes=SMALL_MEMORY,
+            limits=Limits(memory_limit_mb=SMALL_MEMORY_MB),
         )
         if expected == "cancel":
             task = asyncio.ensure_future(w.run_attempt(req, services, lambda lv, t: None))

@@ -388,10 +388,9 @@ def test_the_stub_answers_without_a_round_trip() -> None:
 def test_secret_is_a_registered_service_with_a_kernel_handler() -> None:
     assert "secret" in SERVICE_NAMES
     from woml_magic.clock import make_clock
-    from woml_magic.limits import Limits
 
-    services = RunServices(make_clock("simulated"), limits=Limits(),
-                           secrets=Secrets({"STRIPE": STRIPE}))
+    services = RunServices(make_clock("simulated"),
+                           EngineConfig(secrets=Secrets({"STRIPE": STRIPE})))
     scope = CallScope(run_id="r", step_id="s", attempt_number=1, step_calls=StepCalls(),
                       emit=lambda e: None, now=lambda: 0.0, busy=_no_busy)
     assert asyncio.run(services.call("secret", ["STRIPE"], scope)) == reference("STRIPE")
@@ -624,14 +623,24 @@ def test_temporal_refuses_secrets_with_a_clear_error() -> None:
 
 def test_the_temporal_config_never_carries_secrets() -> None:
     pytest.importorskip("temporalio")
-    import dataclasses
+    from temporalio.converter import DataConverter
 
-    from woml_magic.temporal.activity import config_from_dict, config_to_dict
+    from woml_magic.clock import make_clock
+    from woml_magic.parse import parse
+    from woml_magic.temporal.executor import TemporalExecution
+    from woml_magic.temporal.options import TemporalOptions
+    from woml_magic.temporal.workflow import RunInput
 
-    config = EngineConfig(secrets=Secrets({"STRIPE": STRIPE}))
-    data = config_to_dict(dataclasses.replace(config, secrets=None))
-    assert_nowhere(json.dumps(data), "the activity's config")
-    assert config_from_dict(json.loads(json.dumps(data))).secrets is None
+    # The workflow's input as the executor makes it, from a config that has secrets.
+    run = wm.Run(id="r", workflow=parse('<step id="s"><script>return 1;</script></step>'))
+    execution = TemporalExecution(
+        TemporalOptions(), run, make_clock("real"), sinks=[],
+        config=EngineConfig(secrets=Secrets({"STRIPE": STRIPE})), resume=False,
+        retry_interrupted=False)
+    (payload,) = DataConverter.default.payload_converter.to_payloads([execution._input()])
+    assert_nowhere(payload.data.decode(), "the workflow's input")
+    (back,) = DataConverter.default.payload_converter.from_payloads([payload], [RunInput])
+    assert back.config.secrets is None
 
 
 # --- an executed and exported notebook ----------------------------------------------------

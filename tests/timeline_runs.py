@@ -13,6 +13,7 @@ from datetime import timedelta
 from typing import Any
 
 from woml_magic.events import (
+    AttemptError,
     AttemptFinished,
     AttemptStarted,
     CallFinished,
@@ -127,7 +128,7 @@ class Recorder:
         explanation: str = "",
         result: Any = None,
     ) -> None:
-        err = None if error is None else {"name": error[0], "message": error[1], "line": error[2]}
+        err = None if error is None else AttemptError(*error)
         self.emit(
             AttemptFinished(
                 self.run.id,

@@ -64,7 +64,7 @@ _LAZY = {
     "Run": "model",
     "StepRun": "model",
     "Attempt": "model",
-    "AttemptError": "model",
+    "AttemptError": "events",  # a record of attempt-finished (spec §3.2)
     "Call": "model",
     "RetryPolicy": "policy",
     "Limits": "limits",
@@ -101,10 +101,11 @@ if TYPE_CHECKING:
         WomlRunError,
         WomlSyntaxError,
     )
+    from .events import AttemptError
     from .handle import RunHandle
     from .limits import Limits
     from .magic import load_ipython_extension, unload_ipython_extension
-    from .model import Attempt, AttemptError, Call, Run, Step, StepRun, Workflow
+    from .model import Attempt, Call, Run, Step, StepRun, Workflow
     from .policy import RetryPolicy
 
 

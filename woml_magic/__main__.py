@@ -4,7 +4,8 @@
   each step's planned schedule, or the document error as its sentence, line and caret.
   Exit status: 0 valid, 1 invalid or unreadable, 2 usage error (argparse).
 - ``run FILE`` runs a document headlessly and prints its text timeline; exit status 0
-  when the run succeeded, 1 otherwise.
+  when the run succeeded, 1 otherwise. Each limit of ``woml_magic.limits`` is a flag
+  (``--max-log-lines N``, …), refused out of its range as the API refuses it.
 - ``demo`` runs the duplicate-charge lesson against a local demo API (the README's
   main job); exit status 0 when both halves behaved as the lesson says.
 - ``worker --temporal HOST:PORT`` runs a Temporal worker for ``--engine temporal`` runs
@@ -26,6 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
 from .errors import WomlSyntaxError
+from .limits import LIMIT_RANGES, Limits
 from .model import Step
 from .parse import parse
 from .policy import format_duration
@@ -97,19 +99,26 @@ def _add_check(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 def _run(args: argparse.Namespace) -> int:
     """``run FILE``: run the document headlessly and print its text timeline (spec §7)."""
 
-    from .api import run
+    from .api import EngineConfig, run
     from .errors import WomlError
-    from .limits import DEFAULT_MAX_JSON_DEPTH, JSONLimitError, loads_limited
+    from .limits import JSONLimitError, loads_limited
     from .timeline import render_text
 
     text = _read(args, "run")
     if text is None:
         return 1
     try:
+        # The limits' own check (spec §6.1): the API's sentence for a value out of range.
+        limits = Limits(**{name: getattr(args, name) for name in LIMIT_RANGES
+                           if getattr(args, name) is not None})
+    except WomlError as exc:
+        print(f"woml run: {exc}", file=sys.stderr)
+        return 1
+    try:
         # spec §4.5: refused before anything runs, one sentence naming the limit, the
         # same on every Python (3.13's reader no longer recurses into a RecursionError).
         payload = None if args.payload is None else loads_limited(
-            args.payload, max_depth=DEFAULT_MAX_JSON_DEPTH, what="--payload")
+            args.payload, max_depth=limits.max_json_depth, what="--payload")
     except JSONLimitError as exc:
         print(f"woml run: {exc}", file=sys.stderr)
         return 1
@@ -119,7 +128,8 @@ def _run(args: argparse.Namespace) -> int:
     try:
         result = run(text, payload=payload, clock="simulated" if args.simulate else "real",
                      run_id=args.run_id, journal=args.journal, resume=args.resume,
-                     retry_interrupted=args.retry_interrupted)
+                     retry_interrupted=args.retry_interrupted,
+                     config=EngineConfig(limits=limits))
     except WomlSyntaxError as exc:
         print(exc.pretty(), file=sys.stderr)
         return 1
@@ -144,6 +154,11 @@ def _add_run(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     parser.add_argument("--resume", metavar="RUN_ID", help="resume a journaled run")
     parser.add_argument("--retry-interrupted", action="store_true",
                         help="on resume, run an interrupted attempt's step again")
+    defaults = Limits()
+    for name, (low, high, unit) in LIMIT_RANGES.items():  # one flag per limit (STYLE 14)
+        parser.add_argument(f"--{name.replace('_', '-')}", type=int, metavar="N", dest=name,
+                            help=f"the run's {name}: {low} to {high} {unit} "
+                                 f"(default {getattr(defaults, name)})")
     parser.set_defaults(handler=_run)
 
 

@@ -32,6 +32,36 @@ def _field_names(cls: type) -> tuple[str, ...]:
 
 
 @dataclass(frozen=True)
+class AttemptError:
+    """Why an attempt failed (spec §3.2): the error's name and message and the cell line
+    where it was thrown (None when no script frame was on the stack: a timeout, a cancel,
+    an interrupted attempt, a crash of the worker)."""
+
+    name: str
+    message: str
+    line: int | None = None
+
+    def to_dict(self) -> dict[str, JSON]:
+        return {"name": self.name, "message": self.message, "line": self.line}
+
+    @classmethod
+    def from_dict(cls, data: object) -> AttemptError:
+        """The error of a ``to_dict`` (the journal's read path, spec §5.2), checked: a
+        ``name`` and a ``message`` that are strings, a ``line`` that is an integer or
+        null (or absent, as journals before lines had it), nothing else."""
+        if not (
+            isinstance(data, dict)
+            and set(data) <= {"name", "message", "line"}
+            and isinstance(data.get("name"), str)
+            and isinstance(data.get("message"), str)
+            and (data.get("line") is None
+                 or (isinstance(data["line"], int) and not isinstance(data["line"], bool)))
+        ):
+            raise ValueError("its error is not {name, message, line}")
+        return cls(name=data["name"], message=data["message"], line=data.get("line"))
+
+
+@dataclass(frozen=True)
 class Event:
     """Base of every event: which run, and when on the run's clock."""
 
@@ -48,6 +78,12 @@ class Event:
         """
         data: dict[str, JSON] = {name: getattr(self, name) for name in _field_names(type(self))}
         data["kind"] = self.kind
+        return data
+
+    @classmethod
+    def _decoded(cls, data: dict[str, JSON]) -> dict[str, JSON]:
+        """``to_dict``'s values as the fields take them (``event_from_dict``): as they
+        are, unless a field holds a record of its own."""
         return data
 
 
@@ -154,8 +190,19 @@ class AttemptFinished(AttemptEvent):
     kind: ClassVar[str] = "attempt-finished"
     outcome: Outcome = "succeeded"
     result: JSON = None
-    error: dict[str, JSON] | None = None  # {"name", "message", "line"}
+    error: AttemptError | None = None
     explanation: str = ""
+
+    def to_dict(self) -> dict[str, JSON]:
+        data = super().to_dict()
+        if self.error is not None:
+            data["error"] = self.error.to_dict()
+        return data
+
+    @classmethod
+    def _decoded(cls, data: dict[str, JSON]) -> dict[str, JSON]:
+        error = data.get("error")
+        return data if error is None else {**data, "error": AttemptError.from_dict(error)}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -211,8 +258,8 @@ def event_from_dict(data: dict[str, JSON]) -> Event:
     cls = EVENT_TYPES.get(kind)
     if cls is None:
         raise ValueError(f"unknown event kind {kind!r}")
-    names = {f.name for f in dataclasses.fields(cls)}
-    return cls(**{k: v for k, v in data.items() if k in names})
+    names = set(_field_names(cls))
+    return cls(**cls._decoded({k: v for k, v in data.items() if k in names}))
 
 
 class EventSink(Protocol):

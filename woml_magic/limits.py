@@ -1,30 +1,46 @@
-"""Limits on everything that crosses into the kernel (spec §4.5, §6.1).
+"""Limits on everything that crosses into the kernel (spec §3.2, §4.5, §6.1).
 
 A script runs in its own process, but what it says (console lines, service-call
 arguments, its result) and what the kernel fetches for it (HTTP bodies), and the
 payload a user passes, all become memory in the kernel. Each is bounded here, and a
 breach names its limit::
 
-    limit                       default     what is refused
-    max_payload_bytes           10 MiB      a payload whose JSON text is larger (before the run)
-    max_json_depth              64          payloads, service-call arguments, results and
-                                            JSON response bodies nested deeper
-    max_call_args_bytes         1 MiB       one services.* call's arguments as JSON text
-    max_log_lines               1,000       console lines of one attempt (a "\\n" starts a line)
-    max_log_bytes               64 KiB      console text of one attempt, UTF-8 encoded
-    max_response_bytes          10 MiB      an HTTP response body, counted after decompression
+    limit                  default   allowed          what is refused
+    memory_limit_mb        128       8 … 4096 MiB     a script heap larger (``crash``)
+    max_result_bytes       256 KiB   1 … 64 MiB       a result's JSON text larger
+                                                      (``oversized``)
+    max_payload_bytes      10 MiB    1 … 1 GiB        a payload whose JSON text is larger
+                                                      (before the run)
+    max_json_depth         64        1 … 512          payloads, service-call arguments,
+                                                      results and JSON response bodies
+                                                      nested deeper
+    max_call_args_bytes    1 MiB     1 … 256 MiB      one services.* call's arguments as
+                                                      JSON text
+    max_log_lines          1,000     1 … 1,000,000    console lines of one attempt (a
+                                                      "\\n" starts a line)
+    max_log_bytes          64 KiB    1 … 256 MiB      console text of one attempt, UTF-8
+    max_response_bytes     10 MiB    1 … 1 GiB        an HTTP response body, counted after
+                                                      decompression
 
 Depth counts containers: ``1`` and ``"a"`` have depth 0, ``[]`` and ``{}`` depth 1,
 ``[[1]]`` depth 2.
+
+What each limit may be set to is ``LIMIT_RANGES``, checked in one place
+(``check_limit``, run by ``Limits`` itself): the Python API, ``%config Woml`` and
+``woml run`` refuse the same values with the same sentence. The upper bounds keep a
+typo from letting a script exhaust the kernel; the memory limit's lower bound leaves
+the script's own runtime room to start.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from types import MappingProxyType
+from typing import Any, Final
 
-from .errors import WomlLimitError
+from .errors import WomlLimitError, WomlRunError, quote
 
 DEFAULT_MAX_PAYLOAD_BYTES = 10 * 1024 * 1024
 DEFAULT_MAX_JSON_DEPTH = 64
@@ -51,11 +67,48 @@ MAX_MODEL_CLIENTS = 10 * MAX_CLIENTS
 #: and the kernel must never meet a ``RecursionError`` (its default limit is 1,000).
 MAX_JSON_DEPTH_LIMIT = 512
 
+_MIB = 1024 * 1024
+
+#: What each limit of ``Limits`` may be set to: ``(lowest, highest, unit)`` (the module
+#: docstring says why). The one table: ``Limits`` checks it, ``%config Woml`` and the
+#: command line take their ranges from it.
+LIMIT_RANGES: Final[Mapping[str, tuple[int, int, str]]] = MappingProxyType({
+    "memory_limit_mb": (8, 4096, "MiB"),
+    "max_result_bytes": (1, 64 * _MIB, "bytes"),
+    "max_payload_bytes": (1, 1024 * _MIB, "bytes"),
+    "max_json_depth": (1, MAX_JSON_DEPTH_LIMIT, "levels"),
+    "max_call_args_bytes": (1, 256 * _MIB, "bytes"),
+    "max_log_lines": (1, 1_000_000, "lines"),
+    "max_log_bytes": (1, 256 * _MIB, "bytes"),
+    "max_response_bytes": (1, 1024 * _MIB, "bytes"),
+})
+
+
+def check_limit(name: str, value: object) -> int:
+    """``value`` as limit ``name``, or the refusal every surface gives (spec §6.1): a
+    ``WomlLimitError`` (``allowed`` the bound it crosses) for an integer out of
+    ``LIMIT_RANGES[name]``, a ``WomlRunError`` for anything but an integer, each one
+    sentence naming the limit, the value and the range, e.g. ``max_log_lines 0 is out
+    of range; use 1 to 1000000 lines``."""
+    low, high, unit = LIMIT_RANGES[name]
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise WomlRunError(
+            f"{name} {quote(value)} is not an integer; use {low} to {high} {unit}")
+    if not low <= value <= high:
+        raise WomlLimitError(
+            f"{name} {value} is out of range; use {low} to {high} {unit}",
+            limit=name, value=value, allowed=low if value < low else high,
+        )
+    return value
+
 
 @dataclass(frozen=True)
 class Limits:
-    """The limits of one run (see the module docstring; spec §4.5, §6.1)."""
+    """The limits of one run and of each of its attempts (the module docstring; spec
+    §3.2, §4.5, §6.1), each checked by ``check_limit`` when made."""
 
+    memory_limit_mb: int = DEFAULT_MEMORY_LIMIT_MB
+    max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES
     max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES
     max_json_depth: int = DEFAULT_MAX_JSON_DEPTH
     max_call_args_bytes: int = DEFAULT_MAX_CALL_ARGS_BYTES
@@ -64,17 +117,13 @@ class Limits:
     max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES
 
     def __post_init__(self) -> None:
-        for name in ("max_payload_bytes", "max_call_args_bytes", "max_log_lines",
-                     "max_log_bytes", "max_response_bytes"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name}={value!r} is not allowed; it must be a positive integer")
-        depth = self.max_json_depth
-        if isinstance(depth, bool) or not isinstance(depth, int) \
-                or not 1 <= depth <= MAX_JSON_DEPTH_LIMIT:
-            raise ValueError(
-                f"max_json_depth={depth!r} is not allowed; use 1 to {MAX_JSON_DEPTH_LIMIT}"
-            )
+        for item in fields(self):
+            check_limit(item.name, getattr(self, item.name))
+
+    @property
+    def memory_limit_bytes(self) -> int:
+        """``memory_limit_mb`` in bytes: what the script worker's heap may hold."""
+        return self.memory_limit_mb * _MIB
 
 
 def json_depth(value: Any, stop_after: int | None = None) -> int:

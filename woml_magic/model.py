@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from .events import (
     JSON,
+    AttemptError,
     AttemptFinished,
     AttemptStarted,
     CallFinished,
@@ -123,18 +124,6 @@ class Workflow:
         }
         text = json.dumps(canon, sort_keys=True, separators=(",", ":"))
         return "sha256:" + hashlib.sha256(text.encode()).hexdigest()
-
-
-@dataclass
-class AttemptError:
-    """Why an attempt failed: the JS error's name and message and the cell line (spec §3.2)."""
-
-    name: str
-    message: str
-    line: int | None = None
-
-    def to_dict(self) -> dict[str, JSON]:
-        return {"name": self.name, "message": self.message, "line": self.line}
 
 
 @dataclass
@@ -313,7 +302,7 @@ class Run:
             a.ended_at = event.at
             a.result = event.result
             a.explanation = event.explanation
-            a.error = None if event.error is None else AttemptError(**event.error)
+            a.error = event.error
         elif isinstance(event, WaitScheduled):
             sr.wait_started_at = event.at
             sr.wait_due = event.due

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
 from ..clock import Clock
-from ..events import JSON, AttemptFinished, AttemptStarted, CallFinished, Event, LogEmitted
+from ..events import AttemptError, AttemptFinished, AttemptStarted, CallFinished, Event, LogEmitted
 from ..explain import explain, interrupted_message
-from ..model import Attempt, Run, Step
+from ..model import Run, Step
 from ..outcomes import (
     AMBIGUOUS,
     CANCELLED,
@@ -62,9 +62,7 @@ class AttemptRunner:
         self._clock = clock
         self._pool = pool
         self._config = config
-        self._services = services if services is not None else RunServices(
-            clock, limits=config.limits, redact_headers=config.redact_headers,
-            http_allow=config.http_allow, secrets=config.secrets, faults=config.faults)
+        self._services = services if services is not None else RunServices(clock, config)
         self._emit = emit
         self._payload_text: str | None = None  # the payload's JSON text, encoded once
 
@@ -131,7 +129,7 @@ class AttemptRunner:
         await self._services.aclose()
 
     def _request(self, step: Step, number: int, key: str, results: StepResults) -> AttemptRequest:
-        run, config, limits = self._run, self._config, self._config.limits
+        run, config = self._run, self._config
         if self._payload_text is None:
             self._payload_text = encode(run.payload)
         return AttemptRequest(
@@ -144,12 +142,7 @@ class AttemptRunner:
             attempt={"number": number, "maxAttempts": step.policy.attempts,
                      "idempotencyKey": key},
             now_ms=self._clock.epoch_ms,
-            memory_limit_bytes=config.memory_limit_mb * 1024 * 1024,
-            max_result_bytes=config.max_result_bytes,
-            max_json_depth=limits.max_json_depth,
-            max_call_args_bytes=limits.max_call_args_bytes,
-            max_log_lines=limits.max_log_lines,
-            max_log_bytes=limits.max_log_bytes,
+            limits=config.limits,
             payload_text=self._payload_text,
             secret_names=config.secrets.names if config.secrets else (),
         )
@@ -164,7 +157,7 @@ class AttemptRunner:
             outcome = AMBIGUOUS  # spec §4.2: the guard outranks the attempt's own failure
         detail = result.error_message if result is not None else None
         explanation = explain(outcome, step, number, original=original, detail=detail,
-                              error_name=None if error is None else str(error["name"]),
+                              error_name=None if error is None else error.name,
                               keyed_ambiguity=_keyed_ambiguity(self._run, step.id, number))
         self._emit(AttemptFinished(
             run_id=self._run.id, at=ended, step_id=step.id, number=number,
@@ -178,21 +171,20 @@ class AttemptRunner:
 
 def attempt_error(
     step: Step, number: int, outcome: Outcome, result: AttemptResult | None
-) -> dict[str, JSON] | None:
+) -> AttemptError | None:
     """The error an attempt records (spec §3.2): the script's, or the engine's own for a
     timeout, a cancel or a kernel interrupt."""
     if outcome == TIMEOUT:
-        return {"name": "TimeoutError",
-                "message": f"attempt {number} of {step.id} ran past its timeout of "
-                           f"{format_duration(step.timeout)}", "line": None}
+        return AttemptError("TimeoutError", f"attempt {number} of {step.id} ran past its "
+                                            f"timeout of {format_duration(step.timeout)}")
     if is_user_stop(outcome):
         cancelled = outcome == CANCELLED
         what = "the run was cancelled" if cancelled else "the kernel was interrupted"
-        return {"name": "CancelledError" if cancelled else "InterruptedError",
-                "message": f"attempt {number} of {step.id} was stopped: {what}", "line": None}
+        return AttemptError("CancelledError" if cancelled else "InterruptedError",
+                            f"attempt {number} of {step.id} was stopped: {what}")
     if result is not None and result.outcome != SUCCEEDED:
-        return {"name": result.error_name or "Error",
-                "message": result.error_message or "", "line": result.error_line}
+        return AttemptError(result.error_name or "Error", result.error_message or "",
+                            result.error_line)
     return None
 
 
@@ -207,29 +199,36 @@ def with_injected(explanation: str, run: Run, step_id: str, number: int) -> str:
     return f"{explanation.rstrip('.')}; this attempt met {which} ({'; '.join(injected)})."
 
 
-def interrupted_events(
-    run_id: str, step: Step, attempt: Attempt, at: float, *, who: str
-) -> list[Event]:
-    """What ends an attempt that started but never finished (spec §5.3): each call it
-    left in flight ``ambiguous`` (spec §4.1: the request may have reached the server),
-    then the attempt ``interrupted`` with §5.3's sentence. ``who`` stopped: "the
-    process" (found on resume), "the worker" (a Temporal worker that died, spec §9)."""
-    events: list[Event] = [
-        CallFinished(
-            run_id=run_id, at=at, step_id=step.id, number=attempt.number, call_index=index,
-            name=call.name, outcome=AMBIGUOUS,
-            error=f"{who} stopped while the request was in flight; whether the server "
-                  "acted on it is unknown",
-        )
-        for index, call in enumerate(attempt.calls) if call.outcome == RUNNING
-    ]
-    events.append(AttemptFinished(
-        run_id=run_id, at=at, step_id=step.id, number=attempt.number, outcome=INTERRUPTED,
-        error={"name": "InterruptedError",
-               "message": interrupted_message(step.id, attempt.number), "line": None},
-        explanation=explain(INTERRUPTED, step, attempt.number, on_resume=True),
+def record_interrupted(
+    run: Run, step: Step, number: int, at: float, emit: Callable[[Event], None], *,
+    who: str, recorded: Iterable[Event] = (),
+) -> Outcome:
+    """End attempt ``number`` of ``step``, which started but never finished, as spec
+    §5.3 says; the one recorder of an interrupted attempt for both engines.
+
+    ``recorded``: what the attempt did that the run has not seen yet (a dead Temporal
+    worker's last heartbeat, spec §9), emitted first. Then each call the attempt left
+    in flight ends ``ambiguous`` (spec §4.1: the request may have reached the server;
+    nothing says whether it acted), and the attempt ``interrupted`` at ``at`` with
+    §5.3's sentence as its error. ``who`` stopped: "the process" (found on resume),
+    "the worker" (a Temporal worker that died)."""
+    for event in recorded:
+        emit(event)
+    attempt = run.steps[step.id].attempt(number)
+    for index, call in enumerate(attempt.calls):
+        if call.outcome == RUNNING:
+            emit(CallFinished(
+                run_id=run.id, at=at, step_id=step.id, number=number, call_index=index,
+                name=call.name, outcome=AMBIGUOUS,
+                error=f"{who} stopped while the request was in flight; whether the server "
+                      "acted on it is unknown",
+            ))
+    emit(AttemptFinished(
+        run_id=run.id, at=at, step_id=step.id, number=number, outcome=INTERRUPTED,
+        error=AttemptError("InterruptedError", interrupted_message(step.id, number)),
+        explanation=explain(INTERRUPTED, step, number, on_resume=True),
     ))
-    return events
+    return INTERRUPTED
 
 
 def _keyed_ambiguity(run: Run, step_id: str, number: int) -> bool:

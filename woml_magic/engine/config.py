@@ -1,33 +1,12 @@
-"""What a run may use: limits, HTTP settings, secrets and injected faults (spec §3.2,
-§4.1, §4.5, §6.1, §10.1, §10.2)."""
+"""``EngineConfig``, what a run may use (spec §3.2, §4.1, §4.5, §6.1, §10.1, §10.2),
+as the engine and the API name it; it is declared with the services that use it
+(``services.config``)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
-from ..limits import DEFAULT_MAX_RESULT_BYTES, DEFAULT_MEMORY_LIMIT_MB, Limits
+from ..services.config import EngineConfig
 from ..services.faults import Fault, parse_faults
 from ..services.secrets import Secrets
 
 # Re-exported: the API takes secrets and faults and may not reach into services.
 __all__ = ["EngineConfig", "Fault", "Secrets", "parse_faults"]
-
-
-@dataclass(frozen=True)
-class EngineConfig:
-    """Limits and HTTP settings for a run (spec §3.2, §4.1, §6.1 configuration).
-
-    ``secrets``: the values ``services.secret`` references stand for (spec §10.1); never
-    in ``repr``, never compared, never sent to another engine's history. ``faults``:
-    injected faults (spec §10.2), from ``services.faults.parse_faults``.
-    """
-
-    memory_limit_mb: int = DEFAULT_MEMORY_LIMIT_MB
-    max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES
-    redact_headers: tuple[str, ...] = ()
-    http_allow: tuple[str, ...] | None = None
-    #: What may cross into the kernel (spec §4.5): payload, JSON depth, console,
-    #: service-call arguments, response bodies.
-    limits: Limits = field(default_factory=Limits)
-    secrets: Secrets | None = field(default=None, repr=False, compare=False)
-    faults: tuple[Fault, ...] = ()

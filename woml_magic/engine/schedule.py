@@ -25,7 +25,7 @@ from ..events import (
     StepStarted,
     WaitScheduled,
 )
-from ..model import Attempt, Run, Step, StepRun
+from ..model import Run, Step, StepRun
 from ..outcomes import (
     DONE,
     FAILED,
@@ -45,7 +45,7 @@ from ..outcomes import (
 from ..resume import Action, StepPlan, plan_step
 from ..runtime.attempt import StepResults
 from ..services import StepCalls
-from .attempt import interrupted_events
+from .attempt import record_interrupted
 
 
 class Attempts(Protocol):
@@ -186,7 +186,10 @@ class Engine:
             self.emit(StepStarted(run_id=self.run.id, at=self.now(), step_id=step.id,
                                   idempotency_key=sr.idempotency_key))
         if plan.close_attempt is not None:
-            self._record_interrupted(step, sr.attempt(plan.close_attempt))
+            # spec §5.3: as far as anyone knows it ended when the journal last heard of
+            # the run.
+            record_interrupted(self.run, step, plan.close_attempt, self._last_seen,
+                               self.emit, who="the process")
         if plan.action is Action.FINISH:
             assert plan.status is not None
             return self._finish_step(sr, plan.status, plan.result)
@@ -213,17 +216,6 @@ class Engine:
         if plan.schedule_after is not None:
             return self._schedule_wait(step, plan.schedule_after)
         return None
-
-    def _record_interrupted(self, step: Step, attempt: Attempt) -> None:
-        """An attempt that started but never finished is ``interrupted`` (spec §5.3); as
-        far as anyone knows it ended when the journal last heard of the run.
-
-        Calls it left in flight are ``ambiguous`` (spec §4.1): the request may have
-        reached the server; nothing says whether it acted.
-        """
-        for event in interrupted_events(self.run.id, step, attempt, self._last_seen,
-                                        who="the process"):
-            self.emit(event)
 
     def _schedule_wait(self, step: Step, after: int) -> float:
         seconds = step.policy.wait(after).total_seconds()

@@ -156,10 +156,7 @@ async def run_clients(
             CLIENT.set(client.client)
             await clock.sleep(client.start)
             view = ClientClock(clock, client.start)
-            services = RunServices(view, limits=config.limits,
-                                   redact_headers=config.redact_headers,
-                                   http_allow=config.http_allow, secrets=config.secrets,
-                                   http=http_for(client.client))
+            services = RunServices(view, config, http=http_for(client.client))
 
             def attempts(r: Run, c: Clock, emit: Callable[[Event], None]) -> AttemptRunner:
                 return AttemptRunner(r, c, pool=pool, config=config, emit=emit,

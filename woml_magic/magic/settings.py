@@ -18,7 +18,7 @@ from traitlets.config import Configurable
 from .. import api
 from ..api import EngineConfig
 from ..clock import CLOCKS
-from ..errors import one_of, quote
+from ..errors import WomlError, one_of, quote
 from ..limits import (
     DEFAULT_MAX_CALL_ARGS_BYTES,
     DEFAULT_MAX_JSON_DEPTH,
@@ -28,28 +28,15 @@ from ..limits import (
     DEFAULT_MAX_RESPONSE_BYTES,
     DEFAULT_MAX_RESULT_BYTES,
     DEFAULT_MEMORY_LIMIT_MB,
-    MAX_JSON_DEPTH_LIMIT,
+    LIMIT_RANGES,
     Limits,
+    check_limit,
 )
 from ..policy import MAX_DURATION, DurationError, parse_duration
 
 DEFAULT_JOURNAL = ".woml/journal.sqlite3"
 #: The parser's default step timeout (spec §2.2); ``default_timeout`` replaces it.
 SPEC_DEFAULT_TIMEOUT = "30s"
-#: Bounds that keep a typo from exhausting the kernel: a result is held in memory
-#: and journaled; a script worker's heap is real memory.
-MAX_RESULT_BYTES_LIMIT = 64 * 1024 * 1024
-MEMORY_LIMIT_MB_RANGE = (8, 4096)
-#: The largest value each size or count limit of spec §4.5 may be set to: enough for
-#: any real use, small enough that a typo cannot let a script exhaust the kernel.
-LIMIT_RANGES = {
-    "max_payload_bytes": (1, 1024 * 1024 * 1024),
-    "max_json_depth": (1, MAX_JSON_DEPTH_LIMIT),
-    "max_call_args_bytes": (1, 256 * 1024 * 1024),
-    "max_log_lines": (1, 1_000_000),
-    "max_log_bytes": (1, 256 * 1024 * 1024),
-    "max_response_bytes": (1, 1024 * 1024 * 1024),
-}
 # RFC 9110 token: the characters a header field name may contain.
 _HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
 # A host name or IP literal as it appears in a URL (no scheme, path or port).
@@ -140,25 +127,19 @@ class Woml(Configurable):
         help="The largest HTTP response body, counted after decompression (spec §4.1, §4.5).",
     ).tag(config=True)
 
+    # LIMIT_RANGES is the limits' own table: a setting refuses what the API refuses.
     @validate(*LIMIT_RANGES)
     def _check_limit(self, proposal: dict[str, Any]) -> int:
-        name = proposal["trait"].name
-        value = int(proposal["value"])
-        low, high = LIMIT_RANGES[name]
-        if not low <= value <= high:
-            raise TraitError(f"Woml.{name} {value} is out of range; use {low} to {high}")
-        return value
+        """The limits' own check (``limits.check_limit``): the API's sentence, named as
+        the setting (``Woml.max_log_lines 0 is out of range; use 1 to …``)."""
+        try:
+            return check_limit(proposal["trait"].name, proposal["value"])
+        except WomlError as exc:
+            raise TraitError(f"Woml.{exc}") from None
 
     def limits(self) -> Limits:
-        """The limits on what crosses into the kernel (spec §4.5), for ``EngineConfig``."""
-        return Limits(
-            max_payload_bytes=self.max_payload_bytes,
-            max_json_depth=self.max_json_depth,
-            max_call_args_bytes=self.max_call_args_bytes,
-            max_log_lines=self.max_log_lines,
-            max_log_bytes=self.max_log_bytes,
-            max_response_bytes=self.max_response_bytes,
-        )
+        """Every limit of a run and its attempts (spec §3.2, §4.5), for ``EngineConfig``."""
+        return Limits(**{name: getattr(self, name) for name in LIMIT_RANGES})
 
     @validate("clock")
     def _check_clock(self, proposal: dict[str, Any]) -> str:
@@ -194,26 +175,6 @@ class Woml(Configurable):
             raise TraitError(
                 "Woml.journal '' is empty; give a file path such as "
                 f"{DEFAULT_JOURNAL!r}, or ':memory:'"
-            )
-        return value
-
-    @validate("max_result_bytes")
-    def _check_max_result_bytes(self, proposal: dict[str, Any]) -> int:
-        value = int(proposal["value"])
-        if not 1 <= value <= MAX_RESULT_BYTES_LIMIT:
-            raise TraitError(
-                f"Woml.max_result_bytes {value} is out of range; use 1 to "
-                f"{MAX_RESULT_BYTES_LIMIT} bytes (64 MiB)"
-            )
-        return value
-
-    @validate("memory_limit_mb")
-    def _check_memory_limit_mb(self, proposal: dict[str, Any]) -> int:
-        value = int(proposal["value"])
-        low, high = MEMORY_LIMIT_MB_RANGE
-        if not low <= value <= high:
-            raise TraitError(
-                f"Woml.memory_limit_mb {value} is out of range; use {low} to {high} MiB"
             )
         return value
 
@@ -270,8 +231,6 @@ class Woml(Configurable):
     def engine_config(self) -> EngineConfig:
         """The limits and HTTP settings of a run started from the magic (spec §6.1)."""
         return EngineConfig(
-            memory_limit_mb=self.memory_limit_mb,
-            max_result_bytes=self.max_result_bytes,
             redact_headers=tuple(self.redact_headers),
             http_allow=None if self.http_allow is None else tuple(self.http_allow),
             limits=self.limits(),

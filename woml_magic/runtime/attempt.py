@@ -8,21 +8,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Awaitable, Callable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-from woml_magic.limits import (
-    DEFAULT_MAX_CALL_ARGS_BYTES,
-    DEFAULT_MAX_JSON_DEPTH,
-    DEFAULT_MAX_LOG_BYTES,
-    DEFAULT_MAX_LOG_LINES,
-    DEFAULT_MAX_RESULT_BYTES,
-    DEFAULT_MEMORY_LIMIT_MB,
-)
+from woml_magic.limits import Limits
 from woml_magic.outcomes import Outcome
-
-DEFAULT_MEMORY_LIMIT_BYTES = DEFAULT_MEMORY_LIMIT_MB * 1024 * 1024
-"""Per-attempt QuickJS memory limit (spec §3.2 crash: default 128 MiB)."""
 
 ServiceCall = Callable[[str, list[Any]], Awaitable[Any]]
 """``(service name, JSON args) -> JSON result`` performed by the kernel (spec §4.1, §4.4).
@@ -89,7 +79,9 @@ class AttemptRequest:
     ``context["steps"]`` may be a ``StepResults`` (each result encoded once) or a plain
     mapping; ``payload_text`` is ``context["payload"]`` already encoded (see
     ``woml_magic.limits.check_payload_limits``), or None to encode it per attempt.
-    The ``max_*`` limits bound what the script may send into the kernel (spec §4.5).
+    ``limits`` are the run's (``woml_magic.limits.Limits``, checked when made): the
+    script's memory, its result's size, and what it may send into the kernel (spec
+    §3.2, §4.5).
     ``secret_names`` are the names ``services.secret`` knows in this attempt (spec
     §10.1): names only, never values, so its stub answers without asking the kernel.
     """
@@ -100,27 +92,9 @@ class AttemptRequest:
     context: dict[str, Any]
     attempt: dict[str, Any]
     now_ms: Callable[[], float]
-    memory_limit_bytes: int = DEFAULT_MEMORY_LIMIT_BYTES
-    max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES
-    max_json_depth: int = DEFAULT_MAX_JSON_DEPTH
-    max_call_args_bytes: int = DEFAULT_MAX_CALL_ARGS_BYTES
-    max_log_lines: int = DEFAULT_MAX_LOG_LINES
-    max_log_bytes: int = DEFAULT_MAX_LOG_BYTES
+    limits: Limits = field(default_factory=Limits)
     payload_text: str | None = None
     secret_names: tuple[str, ...] = ()
-
-    def __post_init__(self) -> None:
-        if self.memory_limit_bytes < 1024 * 1024:
-            raise ValueError(
-                f"memory_limit_bytes={self.memory_limit_bytes} is too small; "
-                "allowed is at least 1 MiB (1048576)"
-            )
-        for name in ("max_result_bytes", "max_json_depth", "max_call_args_bytes",
-                     "max_log_lines", "max_log_bytes"):
-            if getattr(self, name) < 1:
-                raise ValueError(
-                    f"{name}={getattr(self, name)} is not allowed; it must be positive"
-                )
 
 
 @dataclass(frozen=True)

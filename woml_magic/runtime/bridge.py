@@ -46,7 +46,7 @@ class ServiceBridge:
         in-flight budget is refused to the script instead. Returns what is wrong with a
         call the worker should never have sent, else None."""
         call = message["call"]
-        limit = self._request.max_json_depth
+        limit = self._request.limits.max_json_depth
         if call in self._seen or json_depth(message["args"], limit) > limit:
             return "a services call that breaks the worker's own checks"
         self._seen.add(call)

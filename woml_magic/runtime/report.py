@@ -44,7 +44,7 @@ def attempt_result(message: dict[str, Any], request: AttemptRequest) -> AttemptR
 
 def _succeeded(text: str, request: AttemptRequest) -> AttemptResult:
     """A reported result, its size and depth checked again (spec §3.3, §4.5)."""
-    limit = request.max_result_bytes
+    limit = request.limits.max_result_bytes
     size = len(text.encode("utf-8", "surrogatepass"))
     if size > limit:
         return AttemptResult(
@@ -53,7 +53,7 @@ def _succeeded(text: str, request: AttemptRequest) -> AttemptResult:
                           f"{limit} bytes",
         )
     try:
-        value = loads_limited(text, max_depth=request.max_json_depth, what="result")
+        value = loads_limited(text, max_depth=request.limits.max_json_depth, what="result")
     except JSONLimitError as error:
         return AttemptResult(INVALID_JSON, error_name="TypeError", error_message=str(error))
     except ValueError as error:

@@ -24,11 +24,11 @@ from collections.abc import Callable, Mapping
 from typing import Any, Final, cast
 
 from woml_magic.errors import WomlRunError
+from woml_magic.limits import Limits
 from woml_magic.outcomes import CRASH
 from woml_magic.services.registry import SERVICE_NAMES
 
 from .attempt import (
-    DEFAULT_MEMORY_LIMIT_BYTES,
     AttemptRequest,
     AttemptResult,
     LogSink,
@@ -182,7 +182,7 @@ class ScriptWorker:
             process.max_line = DEFAULT_MAX_LINE
             check_id = next(self._ids)
             message = await self._first_message(process, CheckCommand(
-                op="check", id=check_id, script=script, memoryLimit=DEFAULT_MEMORY_LIMIT_BYTES,
+                op="check", id=check_id, script=script, memoryLimit=Limits().memory_limit_bytes,
             ))
             if message.get("type") == EXITED:
                 self.kill()
@@ -232,10 +232,11 @@ class ScriptWorker:
         bridge = ServiceBridge(process, attempt_id, services, request, inbox)
         log_lines = log_bytes = 0
         # The child adds at most two lines of its own (truncation, a stalled script).
-        max_log_lines = request.max_log_lines + 2
-        max_log_bytes = request.max_log_bytes + 1024
+        limits = request.limits
+        max_log_lines = limits.max_log_lines + 2
+        max_log_bytes = limits.max_log_bytes + 1024
         process.max_line = line_limit(
-            request.max_result_bytes, request.max_call_args_bytes, request.max_log_bytes
+            limits.max_result_bytes, limits.max_call_args_bytes, limits.max_log_bytes
         )
         process.attach(asyncio.get_running_loop(), inbox)
         try:
@@ -299,12 +300,12 @@ def _run_command(request: AttemptRequest, attempt_id: int) -> RunCommand:
         stepCount=len(context.get("steps") or ()),
         attempt=request.attempt,
         nowMs=request.now_ms(),
-        memoryLimit=request.memory_limit_bytes,
-        maxResultBytes=request.max_result_bytes,
-        maxLogLines=request.max_log_lines,
-        maxLogBytes=request.max_log_bytes,
-        maxArgsBytes=request.max_call_args_bytes,
-        maxDepth=request.max_json_depth,
+        memoryLimit=request.limits.memory_limit_bytes,
+        maxResultBytes=request.limits.max_result_bytes,
+        maxLogLines=request.limits.max_log_lines,
+        maxLogBytes=request.limits.max_log_bytes,
+        maxArgsBytes=request.limits.max_call_args_bytes,
+        maxDepth=request.limits.max_json_depth,
         services=list(SERVICES),
         secrets=list(request.secret_names),
     )
@@ -321,8 +322,8 @@ def step_text(request: AttemptRequest, name: str) -> str:
     texts = steps.texts() if isinstance(steps, StepResults) else \
         {key: encode(value) for key, value in steps.items()}
     size = sum(len(text) + len(key) + 4 for key, text in texts.items())
-    if size > request.memory_limit_bytes:
+    if size > request.limits.memory_limit_bytes:
         return (f"!context.steps holds {size} bytes of results, more than the attempt's "
-                f"memory limit of {request.memory_limit_bytes} bytes; read the steps you "
+                f"memory limit of {request.limits.memory_limit_bytes} bytes; read the steps you "
                 "need by name")
     return "{" + ",".join(f"{json.dumps(key)}:{text}" for key, text in texts.items()) + "}"

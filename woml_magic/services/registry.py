@@ -8,20 +8,18 @@ service is adding its name here and its handler to ``RunServices.handlers``.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Final
 
 from ..errors import ServiceRejection
-from ..limits import Limits
 from ..redaction import redact_names
 from .sleep import sleep_seconds
 
 if TYPE_CHECKING:
     from ..clock import Clock
-    from .faults import Fault
+    from .config import EngineConfig
     from .http import HttpService
     from .scope import CallScope
-    from .secrets import Secrets
 
 SERVICE_NAMES: Final[tuple[str, ...]] = ("sleep", "http.request", "secret")
 """Every ``services.*`` function a script sees, dotted as the script writes it.
@@ -43,23 +41,16 @@ class RunServices:
     def __init__(
         self,
         clock: Clock,
+        config: EngineConfig,
         *,
-        limits: Limits,
-        redact_headers: Iterable[str] = (),
-        http_allow: tuple[str, ...] | None = None,
-        secrets: Secrets | None = None,
-        faults: tuple[Fault, ...] = (),
         http: Handler | None = None,
     ) -> None:
-        """``http``: performs ``services.http.request`` instead of the run's
+        """``config``: the run's limits, HTTP settings, secrets and faults, whole.
+        ``http``: performs ``services.http.request`` instead of the run's
         ``HttpService`` (the lab's model server, spec §11: no socket); it takes the
         script's arguments and the call's scope, and answers or rejects as §4.1 says."""
         self._clock = clock
-        self._limits = limits
-        self._redact = redact_names(redact_headers)
-        self._http_allow = http_allow
-        self._secrets = secrets
-        self._faults = faults
+        self._config = config
         self._http: HttpService | None = None
         self.handlers: dict[str, Handler] = {
             "sleep": self._sleep,
@@ -95,18 +86,19 @@ class RunServices:
     async def _secret(self, args: list[Any], scope: CallScope) -> str:
         from .secrets import secret_reference
 
-        return secret_reference(args, self._secrets)
+        return secret_reference(args, self._config.secrets)
 
     def _http_service(self) -> HttpService:
         if self._http is None:
             from .http import HttpService
 
+            config = self._config
             self._http = HttpService(
-                redact=self._redact,
-                allow_hosts=self._http_allow,
-                max_response_bytes=self._limits.max_response_bytes,
-                max_json_depth=self._limits.max_json_depth,
-                secrets=self._secrets,
-                faults=self._faults,
+                redact=redact_names(config.redact_headers),
+                allow_hosts=config.http_allow,
+                max_response_bytes=config.limits.max_response_bytes,
+                max_json_depth=config.limits.max_json_depth,
+                secrets=config.secrets,
+                faults=config.faults,
             )
         return self._http

@@ -5,13 +5,16 @@ The activity runs the attempt exactly as the local engine does — ``engine.atte
 timeout enforced here on the worker's real clock, the §4.2 guard, the same error and
 explanation — and returns the attempt's events as data. It heartbeats with the events
 so far, so when its worker dies the workflow still knows the calls in flight (§5.3).
+
+Its input and result are dataclasses (``AttemptInput``, ``AttemptOutput``): Temporal's
+default data converter writes them, and reads them back, from their fields — the
+run's ``EngineConfig`` included, whole — so nothing here restates a field by hand.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import functools
 import json
 from dataclasses import dataclass, field
@@ -23,13 +26,11 @@ from ..clock import RealClock
 from ..engine.attempt import AttemptRunner
 from ..engine.config import EngineConfig
 from ..events import JSON, Event
-from ..limits import Limits
 from ..model import Run, Workflow
 from ..outcomes import CANCELLED
 from ..runtime.attempt import StepResults
 from ..runtime.pool import default_pool
 from ..services import StepCalls
-from ..services.faults import parse_faults
 from .document import from_data
 
 #: The activity type every WOML attempt runs as.
@@ -42,7 +43,7 @@ HEARTBEAT_EVERY_S = 0.5
 
 @dataclass(frozen=True)
 class AttemptInput:
-    """What one attempt needs, as plain data (the activity's input)."""
+    """What one attempt needs (the activity's input, spec §9)."""
 
     run_id: str
     document: dict[str, Any]  # the parsed document (``temporal.document.to_data``)
@@ -53,32 +54,16 @@ class AttemptInput:
     results: dict[str, JSON] = field(default_factory=dict)
     #: Named calls whose 2xx response is known, by name (spec §4.3).
     reattach: dict[str, dict[str, Any]] = field(default_factory=dict)
-    config: dict[str, Any] = field(default_factory=dict)
-
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> AttemptInput:
-        return cls(**data)
+    #: The run's config, never with its secrets (spec §10.1: they stay in the kernel).
+    config: EngineConfig = field(default_factory=EngineConfig)
 
 
-def config_to_dict(config: EngineConfig) -> dict[str, Any]:
-    return dataclasses.asdict(config)
+@dataclass(frozen=True)
+class AttemptOutput:
+    """What one attempt did: its events (``attempt-started`` … ``attempt-finished``) as
+    dicts, ``at`` in seconds since the activity started."""
 
-
-def config_from_dict(data: dict[str, Any]) -> EngineConfig:
-    if not data:
-        return EngineConfig()
-    allow = data.get("http_allow")
-    return EngineConfig(
-        memory_limit_mb=data["memory_limit_mb"],
-        max_result_bytes=data["max_result_bytes"],
-        redact_headers=tuple(data.get("redact_headers", ())),
-        http_allow=None if allow is None else tuple(allow),
-        limits=Limits(**data.get("limits", {})),
-        faults=parse_faults(data.get("faults", ())),  # spec §10.2; secrets never travel
-    )
+    events: list[dict[str, Any]]
 
 
 @functools.lru_cache(maxsize=64)
@@ -92,10 +77,8 @@ def document(data: dict[str, Any]) -> Workflow:
 
 
 @activity.defn(name=ACTIVITY)
-async def run_attempt(data: dict[str, Any]) -> dict[str, Any]:
-    """Run one attempt; its events (``attempt-started`` … ``attempt-finished``) as dicts,
-    ``at`` in seconds since the activity started."""
-    req = AttemptInput.from_dict(data)
+async def run_attempt(req: AttemptInput) -> AttemptOutput:
+    """Run one attempt; what it did."""
     workflow = document(req.document)
     step = workflow.step(req.step_id)
     run = Run(id=req.run_id, workflow=workflow, clock="real", payload=req.payload)
@@ -109,15 +92,17 @@ async def run_attempt(data: dict[str, Any]) -> dict[str, Any]:
     info = activity.info()
     durable = None
     if info.workflow_id is not None:  # run by a workflow (not alone, as in a test)
+        from .workflow import WomlWorkflow  # it runs this activity: imported when run
+
         workflow_handle = activity.client().get_workflow_handle(
             info.workflow_id, run_id=info.workflow_run_id)
 
         async def durable(event: Event) -> None:
             # spec §5.2 on Temporal: the workflow's history holds the call before the
             # request leaves, so a worker that dies mid-call leaves it `ambiguous`.
-            await workflow_handle.signal(CALL_STARTED, event.to_dict())
+            await workflow_handle.signal(WomlWorkflow.call_started, event.to_dict())
 
-    runner = AttemptRunner(run, clock, pool=default_pool(), config=config_from_dict(req.config),
+    runner = AttemptRunner(run, clock, pool=default_pool(), config=req.config,
                            emit=emit, durable=durable)
     results = StepResults()
     for step_id, value in req.results.items():
@@ -131,7 +116,7 @@ async def run_attempt(data: dict[str, Any]) -> dict[str, Any]:
         with contextlib.suppress(asyncio.CancelledError):
             await beats
         await runner.aclose()
-    return {"events": events}
+    return AttemptOutput(events)
 
 
 async def _heartbeat(events: list[dict[str, Any]]) -> None:

@@ -12,9 +12,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import json
 from collections.abc import Iterable, Mapping
 from typing import Any
+
+from temporalio.converter import DataConverter
 
 from ..clock import Clock
 from ..engine.check import check_scripts
@@ -24,10 +25,9 @@ from ..events import Event, EventSink, event_from_dict
 from ..model import Run, Workflow
 from ..outcomes import StopReason
 from ..runtime.pool import default_pool
-from .activity import config_to_dict
 from .document import to_data
 from .options import TemporalOptions, connect, ui_url
-from .workflow import WORKFLOW
+from .workflow import RunInput, RunOutput, WomlWorkflow
 
 #: How often a kernel asks the workflow for new events while it runs: every POLL_S
 #: while events come, backing off to POLL_MAX_S while none do (each query costs the
@@ -134,17 +134,18 @@ class TemporalExecution:
         for sink in self._sinks:
             sink(event)
 
-    def _input(self) -> dict[str, Any]:
-        data = {
-            "document": to_data(self._run.workflow),
-            "payload": self._run.payload,
+    def _input(self) -> RunInput:
+        data = RunInput(
+            document=to_data(self._run.workflow),
+            payload=self._run.payload,
             # Never the secrets (refused above; an empty store is dropped too).
-            "config": config_to_dict(dataclasses.replace(self._config, secrets=None)),
-            "retry_interrupted": self._retry_interrupted,
-            "past": [e.to_dict() for e in self._run.events] if self._resume else [],
-            "clock_start": self._clock.now() if self._resume else 0.0,
-        }
-        size = len(json.dumps(data).encode())
+            config=dataclasses.replace(self._config, secrets=None),
+            retry_interrupted=self._retry_interrupted,
+            past=[e.to_dict() for e in self._run.events] if self._resume else [],
+            clock_start=self._clock.now() if self._resume else 0.0,
+        )
+        # The size Temporal will see: the payload its default converter makes of it.
+        size = len(DataConverter.default.payload_converter.to_payloads([data])[0].data)
         if size > MAX_INPUT_BYTES:
             raise WomlRunError(
                 f"the run's document, payload and history are {size:,} bytes; Temporal "
@@ -173,7 +174,7 @@ class TemporalExecution:
             else WorkflowIDReusePolicy.REJECT_DUPLICATE
         try:
             handle = await client.start_workflow(
-                WORKFLOW, self._input(), id=self._run.id, task_queue=opts.task_queue,
+                WomlWorkflow.run, self._input(), id=self._run.id, task_queue=opts.task_queue,
                 id_reuse_policy=reuse,
                 id_conflict_policy=WorkflowIDConflictPolicy.FAIL,
                 static_summary=f"WOML {self._run.workflow.id} · "
@@ -185,7 +186,7 @@ class TemporalExecution:
         if web is not None:  # spec §9: the timeline links to the run in Temporal's UI
             self._run.links["Temporal Web UI"] = (
                 f"{web.rstrip('/')}/namespaces/{opts.namespace}/workflows/{self._run.id}")
-        result: asyncio.Future[Any] = asyncio.ensure_future(handle.result())
+        result: asyncio.Future[RunOutput] = asyncio.ensure_future(handle.result())
         seen = 0
         poll = POLL_S
         try:
@@ -194,19 +195,19 @@ class TemporalExecution:
                 if result.done():
                     break
                 try:
-                    new = await handle.query("events", seen)
+                    new = await handle.query(WomlWorkflow.events, seen)
                 except (RPCError, WorkflowQueryFailedError):
                     new = []  # not answerable before the first workflow task: ask again
                 seen = self._emit_all(new, seen)
                 poll = POLL_S if new else min(POLL_MAX_S, poll * 2)
-            self._emit_all(result.result()["events"][seen:], seen)
+            self._emit_all(result.result().events[seen:], seen)
         except asyncio.CancelledError:
             with contextlib.suppress(Exception):
-                await handle.signal("stop", self._stop_reason or "cancelled")
+                await handle.signal(WomlWorkflow.stop, self._stop_reason or "cancelled")
                 await handle.cancel()
             with contextlib.suppress(Exception):
                 done = await asyncio.wait_for(asyncio.shield(result), STOP_WAIT_S)
-                self._emit_all(done["events"][seen:], seen)
+                self._emit_all(done.events[seen:], seen)
             raise
         return self._run
 

@@ -16,7 +16,7 @@ from ..events import event_from_dict
 from ..model import Run
 from .document import from_data
 from .options import TemporalOptions, connect
-from .workflow import WomlWorkflow, capturing
+from .workflow import WORKFLOW, RunInput, WomlWorkflow, capturing
 
 
 async def load_run(run_id: str, options: TemporalOptions) -> Run:
@@ -36,14 +36,14 @@ async def load_run(run_id: str, options: TemporalOptions) -> Run:
     if not events or not events[0].HasField("workflow_execution_started_event_attributes"):
         raise WomlRunError(f"the history of {run_id!r} does not start a workflow execution")
     started = events[0].workflow_execution_started_event_attributes
-    if started.workflow_type.name != "woml":
+    if started.workflow_type.name != WORKFLOW:
         raise WomlRunError(
             f"{run_id!r} is a {started.workflow_type.name!r} workflow, not a WOML run"
         )
-    (data,) = await client.data_converter.decode(started.input.payloads)
+    (data,) = await client.data_converter.decode(started.input.payloads, [RunInput])
     replayer = Replayer(workflows=[WomlWorkflow], workflow_runner=UnsandboxedWorkflowRunner())
     with capturing(run_id, started.original_execution_run_id or history.run_id) as emitted:
         await replayer.replay_workflow(history)
-    document = from_data(data["document"])
-    past = [event_from_dict(e) for e in data.get("past", [])]
+    document = from_data(data.document)
+    past = [event_from_dict(e) for e in data.past]
     return Run.from_events(document, [*past, *(event_from_dict(e) for e in emitted)])

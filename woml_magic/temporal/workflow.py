@@ -9,7 +9,10 @@ retries, and each attempt is one activity execution with Temporal's retries off
 
 The workflow records the WOML events it emits; the query ``events`` serves them to a
 kernel that follows the run live, and its result holds them all. Replaying its
-history gives them back too (``temporal.history``).
+history gives them back too (``temporal.history``). Its input and result are
+dataclasses (``RunInput``, ``RunOutput``), which Temporal's default data converter
+reads and writes by their fields; a kernel names its query and signals by method
+(``handle.query(WomlWorkflow.events, …)``), never by a string.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import asyncio
 import contextlib
 import dataclasses
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
@@ -26,9 +30,12 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, CancelledError, TimeoutError
 
 from ..clock import Clock, ClockKind
-from ..engine.attempt import attempt_error, interrupted_events
+from ..engine.attempt import attempt_error, record_interrupted
+from ..engine.config import EngineConfig
 from ..engine.schedule import Engine
 from ..events import (
+    JSON,
+    AttemptError,
     AttemptFinished,
     AttemptStarted,
     CallFinished,
@@ -41,7 +48,6 @@ from ..explain import explain
 from ..model import Run, Step
 from ..outcomes import (
     CRASH,
-    INTERRUPTED,
     RESPONSE,
     Outcome,
     StopReason,
@@ -52,7 +58,7 @@ from ..policy import format_duration
 from ..runtime.attempt import StepResults
 from ..services import StepCalls
 from ..services.scope import is_reattachable
-from .activity import ACTIVITY, CALL_STARTED, AttemptInput
+from .activity import CALL_STARTED, AttemptInput, run_attempt
 from .document import from_data
 
 #: The workflow type every WOML run runs as.
@@ -61,6 +67,30 @@ WORKFLOW = "woml"
 HEARTBEAT_TIMEOUT = timedelta(seconds=3)
 #: Beyond the step's own timeout (enforced by the activity), Temporal's backstop.
 BACKSTOP = timedelta(seconds=60)
+
+
+
+@dataclass(frozen=True)
+class RunInput:
+    """The workflow's input (spec §9): the parsed document, the payload and the config
+    (never its secrets); for a resumed run, its journaled past and where its clock
+    stood."""
+
+    document: dict[str, Any]  # the parsed document (``temporal.document.to_data``)
+    payload: JSON = None
+    config: EngineConfig = field(default_factory=EngineConfig)
+    retry_interrupted: bool = False
+    past: list[dict[str, Any]] = field(default_factory=list)  # ``Event.to_dict`` each
+    clock_start: float = 0.0
+
+
+@dataclass(frozen=True)
+class RunOutput:
+    """The workflow's result: the run's status and every WOML event it emitted."""
+
+    status: str
+    events: list[dict[str, Any]]
+
 
 #: Replays that want the events a workflow emits (``temporal.history``), by
 #: (workflow id, run id). Written only while replaying.
@@ -98,7 +128,7 @@ class ActivityAttempts:
     """Each attempt as one activity execution, its events re-emitted in the workflow."""
 
     def __init__(self, run: Run, clock: WorkflowClock, emit: Callable[[Event], None],
-                 document: dict[str, Any], config: dict[str, Any],
+                 document: dict[str, Any], config: EngineConfig,
                  calls_started: dict[tuple[str, int], list[dict[str, Any]]]) -> None:
         self._run, self._clock, self._emit = run, clock, emit
         self._document, self._config = document, config
@@ -117,7 +147,7 @@ class ActivityAttempts:
                                reattach=dict(calls.reattach), config=self._config)
         try:
             out = await workflow.execute_activity(
-                ACTIVITY, request.to_dict(),
+                run_attempt, request,
                 start_to_close_timeout=step.timeout + BACKSTOP,
                 heartbeat_timeout=HEARTBEAT_TIMEOUT,
                 retry_policy=RetryPolicy(maximum_attempts=1),  # WOML decides (spec §3.2)
@@ -130,7 +160,7 @@ class ActivityAttempts:
             if isinstance(exc.cause, CancelledError):  # the server cancelled it
                 return self._finish(step, number, stop_outcome(stop_reason()), None)
             return self._lost(step, number, started, exc)
-        return self._replay(step, number, started, out["events"], calls)
+        return self._replay(step, number, started, out.events, calls)
 
     def _replay(self, step: Step, number: int, started: float,
                 events: list[dict[str, Any]], calls: StepCalls) -> Outcome:
@@ -158,30 +188,26 @@ class ActivityAttempts:
         """The activity ended without a result: its worker died (a heartbeat or
         start-to-close timeout) — ``interrupted``, its effects unknown (spec §5.3, §9)."""
         cause = exc.cause
-        if isinstance(cause, TimeoutError):
-            details = list(cause.last_heartbeat_details or [])
-            seen = details[0] if details and isinstance(details[0], list) else []
-            # Calls the activity recorded durably before sending (a signal each) that
-            # its last heartbeat did not carry yet.
-            beat = {d.get("call_index") for d in seen if d.get("kind") == CallStarted.kind}
-            seen = [*seen, *(d for d in self._calls_started.get((step.id, number), [])
-                             if d.get("call_index") not in beat)]
-            now = self._clock.now()
-            for data in seen:
-                if data.get("kind") in (AttemptStarted.kind, AttemptFinished.kind):
-                    continue
-                self._emit(event_from_dict({**data, "at": min(now, started + float(data["at"]))}))
-            attempt = self._run.steps[step.id].attempt(number)
-            for event in interrupted_events(self._run.id, step, attempt, now,
-                                            who="the worker"):
-                self._emit(event)
-            return INTERRUPTED
-        return self._finish(step, number, CRASH, f"the activity failed: {exc.cause or exc}")
+        if not isinstance(cause, TimeoutError):
+            return self._finish(step, number, CRASH, f"the activity failed: {exc.cause or exc}")
+        details = list(cause.last_heartbeat_details or [])
+        seen = details[0] if details and isinstance(details[0], list) else []
+        # Calls the activity recorded durably before sending (a signal each) that its
+        # last heartbeat did not carry yet.
+        beat = {d.get("call_index") for d in seen if d.get("kind") == CallStarted.kind}
+        seen = [*seen, *(d for d in self._calls_started.get((step.id, number), [])
+                         if d.get("call_index") not in beat)]
+        now = self._clock.now()
+        recorded = [event_from_dict({**d, "at": min(now, started + float(d["at"]))})
+                    for d in seen
+                    if d.get("kind") not in (AttemptStarted.kind, AttemptFinished.kind)]
+        return record_interrupted(self._run, step, number, now, self._emit, who="the worker",
+                                  recorded=recorded)
 
     def _finish(self, step: Step, number: int, outcome: Outcome, detail: str | None) -> Outcome:
         error = attempt_error(step, number, outcome, None)
         if error is None and detail is not None:
-            error = {"name": "WorkerError", "message": detail, "line": None}
+            error = AttemptError("WorkerError", detail)
         self._emit(AttemptFinished(
             run_id=self._run.id, at=self._clock.now(), step_id=step.id, number=number,
             outcome=outcome, error=error,
@@ -207,18 +233,18 @@ class WomlWorkflow:
         self._calls_started: dict[tuple[str, int], list[dict[str, Any]]] = {}
 
     @workflow.run
-    async def run(self, data: dict[str, Any]) -> dict[str, Any]:
+    async def run(self, data: RunInput) -> RunOutput:
         info = workflow.info()
         capture = CAPTURE.get((info.workflow_id, info.run_id)) \
             if workflow.unsafe.is_replaying() else None
-        document = from_data(data["document"])
-        past = [event_from_dict(e) for e in data.get("past", [])]
+        document = from_data(data.document)
+        past = [event_from_dict(e) for e in data.past]
         if past:
             run = Run.from_events(document, past)
         else:
             run = Run(id=info.workflow_id, workflow=document, clock="real",
-                      payload=data.get("payload"))
-        clock = WorkflowClock(start_at=float(data.get("clock_start", 0.0)))
+                      payload=data.payload)
+        clock = WorkflowClock(start_at=data.clock_start)
 
         def record(event: Event) -> None:
             as_dict = event.to_dict()
@@ -230,11 +256,11 @@ class WomlWorkflow:
                                  f"{event.step_id} attempt {event.after_attempt + 1}")
 
         def attempts(run: Run, clock_: Clock, emit: Callable[[Event], None]) -> ActivityAttempts:
-            return ActivityAttempts(run, clock, emit, data["document"], data.get("config", {}),
+            return ActivityAttempts(run, clock, emit, data.document, data.config,
                                     self._calls_started)
 
         engine = Engine(run, clock, attempts=attempts, sinks=[record], resume=bool(past),
-                        retry_interrupted=bool(data.get("retry_interrupted")))
+                        retry_interrupted=data.retry_interrupted)
         self._engine = engine
         if self._stop_reason is not None:
             engine.stop_reason(self._stop_reason)
@@ -242,9 +268,9 @@ class WomlWorkflow:
             await engine.execute()
         # A cancelled run ends like any other WOML run (its attempt `cancelled`, the
         # run `failed`): the workflow completes with its events either way.
-        return {"status": run.status, "events": self._events}
+        return RunOutput(status=run.status, events=self._events)
 
-    @workflow.query(name="events")
+    @workflow.query
     def events(self, since: int) -> list[dict[str, Any]]:
         """The WOML events from index ``since`` on (a kernel following the run)."""
         return self._events[since:]
@@ -256,7 +282,7 @@ class WomlWorkflow:
         key = (str(event.get("step_id")), int(event.get("number", 0)))
         self._calls_started.setdefault(key, []).append(event)
 
-    @workflow.signal(name="stop")
+    @workflow.signal
     def stop(self, reason: str) -> None:
         """Why the coming cancel stops the run: ``cancelled`` or ``interrupted`` (the
         signal's text is read as one of them, spec §3.2)."""
