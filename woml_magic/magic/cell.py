@@ -232,7 +232,9 @@ class WomlMagics(Magics):
                 result = lab(workflow, clients=args.clients, seed=args.seed,
                              server=args.server, capacity=args.capacity, outage=args.outage,
                              throttle=args.throttle or None, what_if=args.what_if or (),
-                             payload=payload)
+                             payload=payload, faults=args.fault or [],
+                             secrets=options.secrets(self.settings, self._secrets, "local",
+                                                     workflow))
             except (LabModelError, WhatIfError) as exc:  # flags that disagree (spec §11)
                 raise UsageError(f"--clients: {exc}") from None
         if args.out is not None:

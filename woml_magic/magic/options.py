@@ -174,7 +174,6 @@ _NOT_IN_A_LAB = (
     "background",
     "engine",
     "temporal",
-    "fault",
 )
 #: Options that mean a lab (spec §11).
 _LAB_ONLY = ("server", "capacity", "outage", "what_if")
