@@ -263,3 +263,40 @@ def test_httpx_outside_services_is_a_transport_only(path: Path) -> None:
         f"woml_magic/{rel}:{clients[0]} makes an httpx client: a second pipeline; give "
         "HttpService a transport instead"
     )
+
+
+# -- names once (STYLE 14) -----------------------------------------------------------------
+
+
+def _literal_aliases(path: Path) -> list[tuple[int, str]]:
+    """``(line, name)`` of each module-level ``Name = Literal[...]`` of ``path``."""
+    return [(node.lineno, target.id)
+            for node in ast.parse(path.read_text(encoding="utf-8")).body
+            if isinstance(node, ast.Assign) and isinstance(node.value, ast.Subscript)
+            and ast.unparse(node.value.value) in ("Literal", "typing.Literal")
+            for target in node.targets if isinstance(target, ast.Name)]
+
+
+def test_outcomes_and_statuses_are_declared_in_outcomes_only() -> None:
+    """spec §3.2, §4.1: an outcome type is declared once, in ``outcomes.py``; another
+    module that needs one imports it (``http_outcome`` takes ``CallFailure``)."""
+    vocabulary = {name for _, name in _literal_aliases(PACKAGE / "outcomes.py")}
+    assert {"Outcome", "CallOutcome", "CallFailure"} <= vocabulary
+    for path in SOURCES:
+        if path.name == "outcomes.py" and path.parent == PACKAGE:
+            continue
+        for line, name in _literal_aliases(path):
+            assert name not in vocabulary, (
+                f"woml_magic/{path.relative_to(PACKAGE)}:{line} declares {name}, which "
+                f"outcomes.py declares; import it from there (STYLE 14)"
+            )
+
+
+def test_each_literal_type_is_declared_once() -> None:
+    """STYLE 14: two ``Literal`` types of one name are two vocabularies under one word."""
+    seen: dict[str, str] = {}
+    for path in SOURCES:
+        for line, name in _literal_aliases(path):
+            here = f"woml_magic/{path.relative_to(PACKAGE)}:{line}"
+            assert name not in seen, f"{here} declares {name}, as {seen[name]} does"
+            seen[name] = here
