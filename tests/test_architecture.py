@@ -312,3 +312,115 @@ def test_argparse_choices_are_derived_not_written_out(path: Path) -> None:
 def test_the_literal_and_choices_checks_see_a_restatement() -> None:
     tree = ast.parse('A = Literal["x", "y"]\nB = t.Literal["y", "x"]\nC = Literal["x"]\n')
     assert _literals(tree) == [(1, ("x", "y")), (2, ("x", "y"))]
+
+
+# -- one HTTP pipeline (STYLE 13, spec §4.1) ---------------------------------------------
+
+SERVICES = PACKAGE / "services"
+#: The modules whose pieces ``HttpService.request`` is assembled from.
+PIPELINE_MODULES = ("faults", "http_body", "http_outcome", "http_request")
+#: Names ``services/http.py`` imports from them that other layers may use anyway.
+SHARED = {"Fault": "an EngineConfig carries the injected faults (spec §10.2)"}
+
+
+def pipeline_pieces() -> set[str]:
+    """What ``services/http.py`` builds a call from: every name it imports from the
+    pipeline's modules, and its own top-level functions, save ``SHARED``."""
+    tree = ast.parse((SERVICES / "http.py").read_text(encoding="utf-8"))
+    pieces = {alias.asname or alias.name for node in tree.body
+              if isinstance(node, ast.ImportFrom) and node.level == 1
+              and node.module in PIPELINE_MODULES for alias in node.names}
+    pieces |= {node.name for node in tree.body
+               if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    return pieces - set(SHARED)
+
+
+def _service_imports(path: Path) -> list[tuple[int, str]]:
+    """``(line, name)`` for every name ``path`` imports from ``woml_magic.services``."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and node.module is not None and (
+            "services" in node.module.split(".")
+        ):
+            found += [(node.lineno, alias.name) for alias in node.names]
+    return found
+
+
+OUTSIDE_SERVICES = [p for p in SOURCES if not p.is_relative_to(SERVICES)]
+
+
+def test_the_pipeline_pieces_are_found() -> None:
+    """The rule below reads its list from the source: it must see the steps."""
+    assert {"parse_request", "call_started", "claim_call", "CallFaults", "read_body",
+            "decode_data", "classify_transport_error", "http_error_message"} <= pipeline_pieces()
+    assert "HttpService" not in pipeline_pieces()
+
+
+@pytest.mark.parametrize("path", OUTSIDE_SERVICES, ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_only_services_assemble_an_http_call(path: Path) -> None:
+    """One pipeline: outside ``services/`` a managed call is made through
+    ``HttpService`` (a transport may change where it goes), never from its pieces."""
+    pieces = pipeline_pieces()
+    for line, name in _service_imports(path):
+        assert name not in pieces, (
+            f"woml_magic/{path.relative_to(PACKAGE)}:{line} imports {name}, a piece of "
+            f"HttpService.request; make the call through HttpService (give it a "
+            f"transport= to answer it elsewhere, docs/services-http.md)"
+        )
+
+
+@pytest.mark.parametrize("path", OUTSIDE_SERVICES, ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_httpx_outside_services_is_a_transport_only(path: Path) -> None:
+    """Outside ``services/`` httpx is for a transport under ``HttpService`` (the lab's
+    model): such a module defines an ``httpx.AsyncBaseTransport`` and makes no client."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    if not any(target == "httpx" or target.startswith("httpx.")
+               for _, target in imports_of(path)):
+        return
+    rel = path.relative_to(PACKAGE)
+    transports = [node for node in ast.walk(tree) if isinstance(node, ast.ClassDef)
+                  and any(ast.unparse(base) == "httpx.AsyncBaseTransport" for base in node.bases)]
+    assert transports, f"woml_magic/{rel} imports httpx but defines no httpx.AsyncBaseTransport"
+    clients = [node.lineno for node in ast.walk(tree) if isinstance(node, ast.Attribute)
+               and ast.unparse(node) in ("httpx.AsyncClient", "httpx.Client")]
+    assert not clients, (
+        f"woml_magic/{rel}:{clients[0]} makes an httpx client: a second pipeline; give "
+        "HttpService a transport instead"
+    )
+
+
+# -- names once (STYLE 14) -----------------------------------------------------------------
+
+
+def _literal_aliases(path: Path) -> list[tuple[int, str]]:
+    """``(line, name)`` of each module-level ``Name = Literal[...]`` of ``path``."""
+    return [(node.lineno, target.id)
+            for node in ast.parse(path.read_text(encoding="utf-8")).body
+            if isinstance(node, ast.Assign) and isinstance(node.value, ast.Subscript)
+            and ast.unparse(node.value.value) in ("Literal", "typing.Literal")
+            for target in node.targets if isinstance(target, ast.Name)]
+
+
+def test_outcomes_and_statuses_are_declared_in_outcomes_only() -> None:
+    """spec §3.2, §4.1: an outcome type is declared once, in ``outcomes.py``; another
+    module that needs one imports it (``http_outcome`` takes ``CallFailure``)."""
+    vocabulary = {name for _, name in _literal_aliases(PACKAGE / "outcomes.py")}
+    assert {"Outcome", "CallOutcome", "CallFailure"} <= vocabulary
+    for path in SOURCES:
+        if path.name == "outcomes.py" and path.parent == PACKAGE:
+            continue
+        for line, name in _literal_aliases(path):
+            assert name not in vocabulary, (
+                f"woml_magic/{path.relative_to(PACKAGE)}:{line} declares {name}, which "
+                f"outcomes.py declares; import it from there (STYLE 14)"
+            )
+
+
+def test_each_literal_type_is_declared_once() -> None:
+    """STYLE 14: two ``Literal`` types of one name are two vocabularies under one word."""
+    seen: dict[str, str] = {}
+    for path in SOURCES:
+        for line, name in _literal_aliases(path):
+            here = f"woml_magic/{path.relative_to(PACKAGE)}:{line}"
+            assert name not in seen, f"{here} declares {name}, as {seen[name]} does"
+            seen[name] = here

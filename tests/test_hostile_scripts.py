@@ -29,6 +29,7 @@ from woml_magic.errors import WomlLimitError, WomlRunError
 from woml_magic.limits import LIMIT_RANGES, Limits, check_payload_limits, json_depth
 from woml_magic.runtime import AttemptRequest, AttemptResult, ScriptWorker
 from woml_magic.runtime import worker as worker_module
+from woml_magic.runtime.protocol import StepCommand
 from woml_magic.runtime.transport import ChildProcess
 
 SPEC_OUTCOMES = {
@@ -733,11 +734,11 @@ def test_limits_given_to_a_run_reach_its_attempts() -> None:
 
 def test_probing_many_step_names_costs_the_kernel_one_answer(worker: ScriptWorker) -> None:
     asked: list[str] = []
-    original = worker_module.step_text
+    original = worker_module.step_reply
 
-    def counting(request: AttemptRequest, name: str) -> str:
+    def counting(request: AttemptRequest, attempt_id: int, name: str) -> StepCommand:
         asked.append(name)
-        return original(request, name)
+        return original(request, attempt_id, name)
 
     script = (
         "let found = 0;\n"
@@ -745,7 +746,7 @@ def test_probing_many_step_names_costs_the_kernel_one_answer(worker: ScriptWorke
         "return [found, context.steps.first.n];"
     )
     mp = pytest.MonkeyPatch()
-    mp.setattr(worker_module, "step_text", counting)
+    mp.setattr(worker_module, "step_reply", counting)
     try:
         result, _ = attempt(worker, script)
     finally:

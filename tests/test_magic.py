@@ -645,6 +645,28 @@ return r.status;
     ip.user_ns.pop("lab_result", None)
 
 
+def test_clients_take_faults_and_secrets_as_a_run_does(
+    ip: InteractiveShell, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """spec §10.1, §10.2, §11: a lab's calls go through the run's HTTP service, so
+    --fault and Woml.secrets act on every client (tests/test_lab_http.py compares a
+    client with a plain run)."""
+    monkeypatch.setenv("LAB_TOKEN", "t0ken-value-99")
+    ip.run_line_magic("config", "Woml.secrets = ['LAB_TOKEN']")
+    doc = """<step id="call" retry="2" retry-delay="1s"><script>
+const r = await services.http.request({method: "POST",
+  url: "http://model/orders/" + services.secret("LAB_TOKEN")}, {name: "order"});
+return r.data.path;
+</script></step>"""
+    result = woml(ip, "--clients 3 --fault order@1=status=503", doc)
+    for run in result.runs:
+        step = run.steps["call"]
+        assert [a.outcome for a in step.attempts] == ["threw", "succeeded"]
+        assert step.attempts[0].calls[0].injected == "status=503 (--fault order@1=status=503)"
+        assert step.result == "/orders/⟦woml-secret:LAB_TOKEN⟧"
+    assert [r.attempt for r in result.traffic] == [2, 2, 2]  # status=503: nothing sent
+
+
 @pytest.mark.parametrize(
     ("flags", "says"),
     [

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import importlib.metadata
 import os
 import signal
+import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,7 +20,9 @@ from woml_magic.errors import ServiceRejection
 from woml_magic.limits import LIMIT_RANGES, Limits
 from woml_magic.runtime import SERVICES, AttemptRequest, AttemptResult, ScriptWorker
 from woml_magic.runtime._bytecode import ENV_SWITCH
-from woml_magic.runtime.protocol import check_shape
+from woml_magic.runtime.protocol import CallMessage, StepCommand, check_shape
+from woml_magic.runtime.transport import ChildProcess, Received
+from woml_magic.runtime.worker import step_reply
 from woml_magic.runtime.wrapper import FIRST_LINE, cell_position, wrap
 from woml_magic.services.registry import SERVICE_NAMES
 
@@ -728,6 +732,61 @@ def test_the_kernel_accepts_only_the_protocols_shapes(
     message: dict[str, Any], problem: str | None
 ) -> None:
     assert check_shape(message, SERVICES) == problem
+
+
+def _with_big_steps(script: str) -> AttemptRequest:
+    """An attempt whose earlier steps hold ~2 MB of results, over its 1 MiB memory."""
+    big = {f"s{n}": "x" * 1000 for n in range(2000)}
+    return dataclasses.replace(request(script), memory_limit_bytes=1 << 20,
+                               context={"payload": None, "steps": big,
+                                        "run": {"id": "r", "workflow": "w"}})
+
+
+def test_a_step_reply_declares_a_refusal_in_its_own_field() -> None:
+    """spec §3.6, §4.5: a ``step`` command is its declared fields (``StepCommand``); a
+    refusal is ``refused``, not a marker inside ``text``."""
+    req = _with_big_steps("return 1")
+    one, every = step_reply(req, 7, "s1"), step_reply(req, 7, "")
+    assert one == {"op": "step", "attempt": 7, "text": '"' + "x" * 1000 + '"', "refused": None}
+    assert every["text"] == ""
+    assert every["refused"] is not None
+    assert every["refused"].startswith("context.steps holds 2")
+    assert step_reply(req, 7, "nope") == {"op": "step", "attempt": 7, "text": "",
+                                          "refused": None}
+    for reply in (one, every):
+        assert reply.keys() == StepCommand.__required_keys__
+
+
+def test_a_refused_context_steps_read_throws_the_kernels_reason(worker: ScriptWorker) -> None:
+    req = _with_big_steps("try { Object.keys(context.steps); return 'read'; } "
+                          "catch (e) { return e.name + ': ' + e.message; }")
+    result = asyncio.run(worker.run_attempt(req, no_services, lambda lv, t: None))
+    assert result.outcome == "succeeded"
+    assert result.result.startswith("RangeError: context.steps holds 2")
+    assert "read the steps you need by name" in result.result
+
+
+def test_the_transport_hands_over_each_line_and_its_size_apart() -> None:
+    """The size a call weighs (the bridge's in-flight budget) travels beside the
+    message, never inside it: the message holds exactly the protocol's fields."""
+    line = b'{"type":"call","id":1,"call":1,"service":"sleep","args":[5]}'
+    program = "import sys; sys.stdout.buffer.write(" + repr(line + b"\n") + ")"
+
+    async def main() -> list[Received]:
+        process = ChildProcess([sys.executable, "-c", program])
+        inbox: asyncio.Queue[Received] = asyncio.Queue()
+        process.attach(asyncio.get_running_loop(), inbox)
+        try:
+            return [await inbox.get(), await inbox.get()]
+        finally:
+            process.kill()
+
+    received, ended = asyncio.run(main())
+    assert received == Received({"type": "call", "id": 1, "call": 1, "service": "sleep",
+                                 "args": [5]}, len(line))
+    assert received.message.keys() == CallMessage.__required_keys__
+    assert ended.message["type"] == "exit"
+    assert ended.size == 0
 
 
 # ---- chaos (spec §4.5: no script can hang, slow or kill the kernel) ----

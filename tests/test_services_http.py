@@ -26,6 +26,7 @@ import pytest
 from woml_magic.errors import ServiceRejection
 from woml_magic.events import CallFinished, CallStarted, Event, event_from_dict
 from woml_magic.services import CallScope, HttpService, StepCalls, classify_transport_error
+from woml_magic.services.scope import CALL_EXTENSION, CallTag
 
 T = TypeVar("T")
 
@@ -705,6 +706,99 @@ def test_aclose_leaves_a_client_it_was_given_open(server: EchoServer) -> None:
             return client.is_closed
 
     assert asyncio.run(main()) is False
+
+
+# --- the transport (one pipeline, STYLE 13) -----------------------------------------------
+
+
+def test_a_transport_gets_every_step_and_the_calls_tag() -> None:
+    """The service's own client over a given transport: the same events, headers and
+    value as over the network, and each request says which call it is (``CallTag``)."""
+    seen: list[httpx.Request] = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        return httpx.Response(201, json={"ok": True})
+
+    async def body(h: Harness) -> dict[str, Any]:
+        h.new_attempt(2)
+        return await h.call({"method": "POST", "url": "http://api.test/x", "json": {"a": 1},
+                             "headers": {"Authorization": "Bearer t"}}, {"name": "create"})
+
+    events: list[Event] = []
+
+    async def main() -> dict[str, Any]:
+        service = HttpService(transport=httpx.MockTransport(answer))
+        harness = Harness(service)
+        harness.events = events
+        try:
+            return await body(harness)
+        finally:
+            await service.aclose()
+
+    result = asyncio.run(main())
+    assert result == {"status": 201, "headers": {"content-length": "11",
+                                                 "content-type": "application/json"},
+                      "data": {"ok": True}, "replayed": False}
+    [request] = seen
+    assert request.extensions[CALL_EXTENSION] == CallTag("run-1", "charge", 2, 0, "create")
+    assert request.headers["user-agent"].startswith("woml-magic/")
+    assert request.headers["authorization"] == "Bearer t"
+    assert [e.kind for e in events] == ["call-started", "call-finished"]
+    started = events[0]
+    assert isinstance(started, CallStarted)
+    assert started.request_headers["Authorization"] == "•••"
+
+
+def test_a_request_in_flight_holds_the_clock_unless_the_transport_answers_on_it() -> None:
+    """spec §5.1: a real request is real work; a model answering on the run's clock
+    (the lab's, spec §11) is not, so the clock may move to let it answer."""
+    held: list[bool] = []
+
+    async def main(holds_clock: bool) -> None:
+        flag = [False]
+
+        def answer(request: httpx.Request) -> httpx.Response:
+            held.append(flag[0])
+            return httpx.Response(204)
+
+        service = HttpService(transport=httpx.MockTransport(answer), holds_clock=holds_clock)
+        try:
+            await Harness(service, flag).call({"url": "http://api.test/"})
+        finally:
+            await service.aclose()
+
+    asyncio.run(main(True))
+    asyncio.run(main(False))
+    assert held == [True, False]
+
+
+def test_a_transports_response_read_when_made_is_capped_too() -> None:
+    """A handler's ``httpx.Response(content=...)`` is read when made: the size cap
+    still applies (spec §4.5)."""
+
+    async def main(size: int) -> Any:
+        service = HttpService(max_response_bytes=16, transport=httpx.MockTransport(
+            lambda request: httpx.Response(200, content=b"x" * size)))
+        try:
+            harness = Harness(service)
+            if size <= 16:
+                return (await harness.call({"url": "http://api.test/"}))["data"]
+            return (await harness.reject({"url": "http://api.test/"})).name
+        finally:
+            await service.aclose()
+
+    assert asyncio.run(main(16)) == "x" * 16
+    assert asyncio.run(main(17)) == "ResponseTooLargeError"
+
+
+def test_a_service_takes_a_client_or_a_transport_not_both() -> None:
+    async def main() -> None:
+        async with httpx.AsyncClient() as client:
+            with pytest.raises(ValueError, match="a client or a transport, not both"):
+                HttpService(client=client, transport=httpx.MockTransport(httpx.Response))
+
+    asyncio.run(main())
 
 
 def test_an_attempt_ending_mid_request_records_the_call_as_ambiguous(

@@ -44,7 +44,11 @@ StepStatus = Literal[
 RunStatus = Literal["running", "succeeded", "failed"]
 """Where a run stands: ``running`` until its ``run-finished`` event (spec §5.2)."""
 
-CallOutcome = Literal["running", "response", "network-error", "ambiguous"]
+CallFailure = Literal["network-error", "ambiguous"]
+"""How a managed HTTP call ended without a response (spec §4.1): definitive, nothing
+can have reached the server, or ambiguous, it may have."""
+
+CallOutcome = Literal["running", "response", CallFailure]
 """How a managed HTTP call ended (spec §4.1); ``running`` while it is in flight."""
 
 StopReason = Literal["cancelled", "interrupted"]

@@ -15,7 +15,7 @@ from typing import Any, Literal
 from .idempotency import Entry, StoreKey
 from .problems import Response, problem
 
-Outcome = Literal[
+RequestOutcome = Literal[
     "pending",  # internal: decided under the lock, so never seen through ``requests``
     "executed",  # the endpoint ran: a record was created or listed, or its validation failed
     "replayed",  # a stored response was returned; nothing ran
@@ -25,9 +25,12 @@ Outcome = Literal[
     "failed-injected",  # answered by fail_next() before anything else
     "dropped",  # executed or replayed, then closed without a response (drop_response_next)
 ]
+"""What the demo API did with one request: the server's side of it, not an attempt's
+or a call's outcome (those are ``outcomes.py``'s)."""
 
-FaultKind = Literal["fail", "drop", "delay"]
-Fault = tuple[FaultKind, float]
+QueuedFaultKind = Literal["fail", "drop", "delay"]
+"""A fault queued on the demo API (``fail_next`` …), not an injected one (spec §10.2)."""
+Fault = tuple[QueuedFaultKind, float]
 """A queued fault and its value: the status for ``fail``, the seconds for ``delay``."""
 
 
@@ -47,10 +50,10 @@ class DemoRequest:
     headers: dict[str, str]
     json: Any
     idempotency_key: str | None
-    outcome: Outcome
+    outcome: RequestOutcome
     status: int | None = None
     record_id: str | None = None
-    fault: FaultKind | None = None
+    fault: QueuedFaultKind | None = None
     delay: float = 0.0
     answered: bool = False
 
@@ -64,10 +67,10 @@ class RequestLog:
     headers: dict[str, str]
     json: Any = None
     idempotency_key: str | None = None
-    outcome: Outcome = "pending"
+    outcome: RequestOutcome = "pending"
     status: int | None = None
     record_id: str | None = None
-    fault: FaultKind | None = None
+    fault: QueuedFaultKind | None = None
     delay: float = 0.0
     answered: bool = False
 

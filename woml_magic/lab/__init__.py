@@ -30,7 +30,7 @@ import asyncio
 import contextlib
 import dataclasses
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, TypedDict
 
@@ -59,6 +59,7 @@ from .whatif import WhatIf
 if TYPE_CHECKING:
     from typing_extensions import Unpack
 
+    from ..engine.config import Fault, Secrets
     from ..model import Run, Workflow
 
 __all__ = [
@@ -101,6 +102,8 @@ class _Plan:
     sample: int
     payload: Callable[[int], Any] | None
     workers: int
+    secrets: Secrets | None = dataclasses.field(default=None, repr=False)
+    faults: tuple[Fault, ...] = ()
 
 
 class LabOptions(TypedDict, total=False):
@@ -119,6 +122,8 @@ class LabOptions(TypedDict, total=False):
     sample: int
     payload: Any
     workers: int | None
+    secrets: Secrets | Mapping[str, str] | None
+    faults: Iterable[str | Fault]
 
 
 def lab(
@@ -141,7 +146,11 @@ def lab(
     clients' timelines the display shows. ``payload``: each client's ``context.payload``
     — a value, or a function of the client number; default ``{"client": n, "api": URL}``
     with the URL its requests should go to. ``workers``: warm script workers (default
-    ``labclock.DEFAULT_WORKERS``). A kernel interrupt cancels every client's run.
+    ``labclock.DEFAULT_WORKERS``). ``secrets`` and ``faults`` are ``wm.run``'s (spec
+    §10.1, §10.2): every client's calls go through the one HTTP service, so a fault acts
+    on each client's call by name and attempt, and secrets are sent, never shown. (The
+    model path beside the real runs, overlays included, knows no faults.) A kernel
+    interrupt cancels every client's run.
     """
     from ..runloop import run_loop
 
@@ -197,6 +206,7 @@ def _plan(text_or_workflow: str | Workflow, clients: int, options: dict[str, Any
     start_spread = options.get("start_spread", 0.0)
     arrivals = options.get("arrivals")
     payload = options.get("payload")
+    from ..engine.config import Secrets, parse_faults
     from ..model import Workflow
     from ..parse import parse
     from .labclock import DEFAULT_WORKERS
@@ -246,6 +256,8 @@ def _plan(text_or_workflow: str | Workflow, clients: int, options: dict[str, Any
         sample,
         _payload(payload),
         workers,
+        Secrets.of(options.get("secrets")),
+        parse_faults(options.get("faults")),
     )
 
 
@@ -356,12 +368,13 @@ async def _lab(plan: _Plan) -> LabResult:
 
     starts = plan.arrivals.times(plan.clients, stream(plan.seed, "arrivals"))
     state = plan.model.start() if plan.model is not None else None
-    config = None
+    allow = None
     if plan.url is not None:
         from urllib.parse import urlsplit
 
         # Scripts reach only the API under test (its host and port), nothing else.
-        config = EngineConfig(http_allow=(urlsplit(plan.url).netloc,))
+        allow = (urlsplit(plan.url).netloc,)
+    config = EngineConfig(http_allow=allow, secrets=plan.secrets, faults=plan.faults)
     done = await run_clients(
         plan.workflow,
         starts,

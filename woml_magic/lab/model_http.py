@@ -1,6 +1,8 @@
 """``services.http.request`` answered by the server model, in the kernel, with no
-sockets (spec §11): a client's request is queued, the lab answers the queue in an order
-drawn from the seed, and the script sees what the real HTTP service would give it."""
+sockets (spec §11): the lab's one ``HttpService`` sends through ``ModelTransport``, a
+client's request is queued, the lab answers the queue in an order drawn from the seed,
+and the script sees what the real HTTP service gives it — it is the real HTTP service,
+with only the transport swapped (STYLE 13)."""
 
 from __future__ import annotations
 
@@ -8,21 +10,17 @@ import asyncio
 import contextlib
 import json
 import random
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 import httpx
 
 from ..engine import EngineConfig
-from ..errors import ServiceRejection, WomlRunError
-from ..events import CallFinished
-from ..limits import DEFAULT_TIMEOUT_S
-from ..redaction import redact_headers, redact_names
-from ..services import CallScope, HttpService
-from ..services.http import claim_call
-from ..services.http_outcome import http_error_message
-from ..services.http_request import call_started, parse_request
-from ..services.scope import is_reattachable
+from ..errors import WomlRunError
+from ..redaction import redact_names
+from ..services import HttpService
+from ..services.scope import CALL_EXTENSION, CallTag
 from .labclock import LabClock
 from .server import ModelResponse
 
@@ -80,84 +78,69 @@ class ModelExchange:
         return True
 
 
-class ModelHttp:
-    """``services.http.request`` of one client, answered by the server model (spec §4.1
-    as ``HttpService`` answers it: the same validation, events, results and errors).
+class ModelTransport(httpx.AsyncBaseTransport):
+    """The server model as an httpx transport (spec §11): ``HttpService`` sends a
+    client's request through its one pipeline — allow-list, faults, secrets, scrubbing,
+    caps, spec §4.1's outcomes — and this hands it to the exchange and gives back the
+    model's answer as a response, with no socket.
 
-    The server answers at the next settled step, at the same simulated instant. Any
-    URL reaches the model: only the method, the path and the body are read.
+    Which client and attempt a request is comes from its ``CallTag`` (the service's
+    ``CALL_EXTENSION``); ``clients`` maps each client's run id to its number. Any URL
+    reaches the model: only the method, the path and the body are read.
     """
 
-    def __init__(self, exchange: ModelExchange, client: int, *, config: EngineConfig) -> None:
+    def __init__(self, exchange: ModelExchange, clients: Mapping[str, int]) -> None:
         self._exchange = exchange
-        self._client = client
-        self._redact = redact_names(config.redact_headers)
-        self._secrets = config.secrets
+        self._clients = clients
 
-    async def __call__(self, args: list[Any], scope: CallScope) -> dict[str, Any]:
-        raw = args[0] if args else None
-        req = parse_request(raw, args[1] if len(args) > 1 else None,
-                            default_timeout=DEFAULT_TIMEOUT_S, secrets=self._secrets)
-        index = claim_call(req, scope)
-        scope.emit(call_started(req, scope, index, self._redact))
-
-        def finish(**kwargs: Any) -> None:
-            scope.emit(CallFinished(run_id=scope.run_id, at=scope.now(), step_id=scope.step_id,
-                                    number=scope.attempt_number, call_index=index,
-                                    name=req.name, **kwargs))
-
-        stored = scope.step_calls.reattach.get(req.name) if req.name is not None else None
-        if stored is not None:  # spec §4.3: a named 2xx call is not sent again
-            finish(outcome="response", status=stored.get("status"), replayed=True,
-                   response=stored)
-            return {**stored, "replayed": True}
-        body = raw.get("json", raw.get("body")) if isinstance(raw, dict) else None
-        try:
-            response = await self._exchange.submit(
-                self._client, scope.attempt_number, req.method, req.url.path, body)
-        except asyncio.CancelledError:
-            # The attempt ended with the request sent and unanswered (spec §4.1, §4.2).
-            if req.idempotency is None:
-                scope.unkeyed_ambiguity = True
-            with contextlib.suppress(Exception):
-                finish(outcome="ambiguous",
-                       error="the attempt ended while the request was in flight; whether "
-                             "the server acted on it is unknown")
-            raise
-        data = response.data
-        # As httpx gives them to HttpService: names in lower case (spec §4.1's shape).
-        headers = {name.lower(): value for name, value in response.headers.items()}
-        if self._secrets:
-            data = self._secrets.scrub_json(data)
-        record = {"status": response.status, "headers": redact_headers(headers, self._redact),
-                  "data": data}
-        if response.status >= 400:
-            message = http_error_message(req.method, req.shown_url,
-                                         httpx.Response(response.status), data)
-            finish(outcome="response", status=response.status, response=record, error=message)
-            raise ServiceRejection("HttpError", message, dict(record))
-        finish(outcome="response", status=response.status, response=record)
-        if req.name is not None and is_reattachable(response.status):
-            scope.step_calls.reattach[req.name] = record
-        return {"status": response.status, "headers": headers, "data": data,
-                "replayed": False}
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        tag = request.extensions.get(CALL_EXTENSION)
+        if not isinstance(tag, CallTag) or tag.run_id not in self._clients:
+            raise RuntimeError(
+                f"a request to the lab's server model came from no lab client "
+                f"({request.method} {request.url.path}); only the lab's HttpService sends "
+                "to it"
+            )
+        answer = await self._exchange.submit(self._clients[tag.run_id], tag.attempt, request.method,
+                                             request.url.path, _body(request))
+        return httpx.Response(
+            answer.status,
+            headers=answer.headers,
+            # A stream, not content=: no Content-Length the model did not send.
+            stream=httpx.ByteStream(json.dumps(answer.data).encode()),
+            request=request,
+        )
 
 
-class SharedHttp:
-    """``services.http.request`` of every client against a real API (the demo API on
-    127.0.0.1): one ``HttpService`` and its connection pool for the whole lab."""
+def _body(request: httpx.Request) -> Any:
+    """The request's body as the model takes it: JSON parsed, other text as text,
+    None when empty."""
+    content = request.content
+    if not content:
+        return None
+    text = content.decode("utf-8", errors="replace")
+    if request.headers.get("content-type", "").startswith("application/json"):
+        with contextlib.suppress(ValueError):
+            return json.loads(text)
+    return text
 
-    def __init__(self, config: EngineConfig) -> None:
-        self.service = HttpService(redact=redact_names(config.redact_headers),
-                                   allow_hosts=config.http_allow,
-                                   max_response_bytes=config.limits.max_response_bytes,
-                                   max_json_depth=config.limits.max_json_depth,
-                                   secrets=config.secrets)
 
-    async def __call__(self, args: list[Any], scope: CallScope) -> Any:
-        return await self.service.request(args[0] if args else None,
-                                          args[1] if len(args) > 1 else None, scope)
-
+def lab_http(config: EngineConfig, exchange: ModelExchange | None,
+             clients: Mapping[str, int]) -> HttpService:
+    """The one ``HttpService`` of a lab, shared by every client (spec §11): it sends
+    through the server model (``exchange``; the model answers on the lab's clock, so a
+    request in flight does not hold it), or, with None, over HTTP to a real API such
+    as the demo API on 127.0.0.1, with one connection pool for the whole lab.
+    ``clients`` maps a client's run id to its number."""
+    transport = ModelTransport(exchange, clients) if exchange is not None else None
+    return HttpService(redact=redact_names(config.redact_headers),
+                       allow_hosts=config.http_allow,
+                       transport=transport,
+                       holds_clock=transport is None,
+                       max_response_bytes=config.limits.max_response_bytes,
+                       max_json_depth=config.limits.max_json_depth,
+                       secrets=config.secrets,
+                       faults=config.faults)
 
 
 def json_copy(value: Any) -> Any:

@@ -4,8 +4,9 @@ Each client is a real run — its scripts in the QuickJS worker, the same ``Engi
 and ``AttemptRunner``, the same outcome rules (spec §3.2) — with its own ``Run`` (id
 ``lab-<seed>-<n>``, so its idempotency keys are §3.5's) and its own view of one
 ``LabClock`` that every client shares. A client's ``services.http.request`` is
-answered by the server model in-process (``ModelHttp``: no socket), or, against the
-demo API, sent over HTTP to 127.0.0.1 by one shared ``HttpService``.
+performed by the lab's one ``HttpService`` (``lab_http``): answered by the server model
+in-process (its transport, ``ModelTransport``: no socket), or, against the demo API,
+sent over HTTP to 127.0.0.1.
 
 Deterministic from the seed. The lab moves in *settled steps*: whenever no script is
 running and the event loop is idle (every client waits on a worker, the server or
@@ -37,7 +38,6 @@ deterministic, and says so (``LabClock.stalls``).
 from __future__ import annotations
 
 import asyncio
-import functools
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -48,9 +48,8 @@ from ..engine import AttemptRunner, Engine, EngineConfig, check_scripts
 from ..events import Event
 from ..model import Run, Workflow
 from ..services import RunServices
-from ..services.registry import Handler
 from .labclock import CLIENT, DEFAULT_WORKERS, ClientClock, LabClock, LabPool, stream
-from .model_http import LabServer, ModelExchange, ModelHttp, SharedHttp, json_copy
+from .model_http import LabServer, ModelExchange, json_copy, lab_http
 
 
 @dataclass
@@ -133,21 +132,15 @@ async def run_clients(
     clock = LabClock()
     pool = LabPool(workers, stream(seed, "workers"))
     pool.on_change = clock.kick
-    exchange: ModelExchange | None = None
-    shared: SharedHttp | None = None
-    http_for: Callable[[int], Handler]
-    if server is not None:
-        exchange = ModelExchange(server, clock, stream(seed, "server-order"))
-        http_for = functools.partial(ModelHttp, exchange, config=config)
-    else:
-        shared = SharedHttp(config)
-        http_for = lambda _n: shared  # noqa: E731 - one HttpService for every client
+    exchange = (ModelExchange(server, clock, stream(seed, "server-order"))
+                if server is not None else None)
     step = _SettledStep(pool, exchange)
     clock.set_on_idle(step)
     make_payload = payload or (lambda n: client_payload(n, base_url))
     clients = [ClientRun(n, start, Run(id=f"lab-{seed}-{n}", workflow=workflow,
                                        clock="simulated", payload=json_copy(make_payload(n))))
                for n, start in enumerate(starts)]
+    http = lab_http(config, exchange, {c.run.id: c.client for c in clients})
     try:
         await check_scripts(workflow, pool)  # spec §2.3: nothing runs if one fails
         await pool.warm()
@@ -156,7 +149,7 @@ async def run_clients(
             CLIENT.set(client.client)
             await clock.sleep(client.start)
             view = ClientClock(clock, client.start)
-            services = RunServices(view, config, http=http_for(client.client))
+            services = RunServices(view, config, http=http)
 
             def attempts(r: Run, c: Clock, emit: Callable[[Event], None]) -> AttemptRunner:
                 return AttemptRunner(r, c, pool=pool, config=config, emit=emit,
@@ -174,7 +167,6 @@ async def run_clients(
             raise
     finally:
         await pool.aclose()
-        if shared is not None:
-            await shared.service.aclose()
+        await http.aclose()
     return ClientsRun(clients, workers, late=len(step.late), stalls=clock.stalls,
                       seconds=time.perf_counter() - began)

@@ -135,7 +135,9 @@ class WomlMagics(Magics):
                 result = lab(workflow, clients=clients, seed=flags.seed,
                              server=flags.server, capacity=flags.capacity, outage=flags.outage,
                              throttle=flags.throttle or None, what_if=flags.what_if,
-                             payload=payload)
+                             payload=payload, faults=args.faults,
+                             secrets=options.secrets(self.settings, self.secrets, "local",
+                                                     workflow))
             except LabModelError as exc:  # flags that disagree (spec §11)
                 raise UsageError(f"--clients: {exc}") from None
         if args.out is not None:

@@ -45,6 +45,8 @@ from .wrapper import CLOSES_EARLY, FIRST_LINE, function_length, last_line, paddi
 
 #: After this many `context.steps` reads in one attempt, all steps are fetched at once.
 MAX_STEP_QUESTIONS = 256
+#: How the child tells the prelude that step results were refused (prelude-steps.js).
+REFUSED = "!"
 _LOCATION = re.compile(r"^(\w+): (.*?)\n\s*at <input>:(\d+):(\d+)", re.DOTALL)
 
 
@@ -155,20 +157,25 @@ class AttemptRunner:
         if name and self._asked > MAX_STEP_QUESTIONS:
             # A script probing many names: fetch them all once rather than keep the
             # kernel answering one by one.
-            every = self._ask("")
-            if every and not every.startswith("!"):
+            every, refused = self._ask("")
+            if every and refused is None:
                 values = json.loads(every)
                 self._every_step = {key: json.dumps(value) for key, value in values.items()}
                 return self._every_step.get(name, "")
-        return self._ask(name)
+        text, refused = self._ask(name)
+        # One string is all a callable hands to JavaScript: prelude-steps.js reads a
+        # leading REFUSED as the refusal's reason (a JSON text never starts with it).
+        return text if refused is None else REFUSED + refused
 
-    def _ask(self, name: str) -> str:
+    def _ask(self, name: str) -> tuple[str, str | None]:
+        """The kernel's ``step`` reply: the JSON text (or ""), and why it was refused."""
         self.channel.send(NeedMessage(type="need", id=self.id, step=name))
         reply = self.channel.receive_matching(STEP, self.id)
         if reply is None:
             os._exit(0)  # the kernel is gone, or ended this attempt
-        text = reply.get("text")
-        return text if isinstance(text, str) else ""
+        text, refused = reply.get("text"), reply.get("refused")
+        return (text if isinstance(text, str) else "",
+                refused if isinstance(refused, str) else None)
 
     # -- reporting -------------------------------------------------------------------
     def _done(self, outcome: Outcome, name: Any, message: Any, line: Any) -> None:

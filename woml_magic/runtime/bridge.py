@@ -10,7 +10,6 @@ attempt ends ``crash`` (spec §3.2).
 from __future__ import annotations
 
 import asyncio
-from typing import Any
 
 from woml_magic.errors import ServiceRejection
 from woml_magic.limits import json_depth
@@ -18,7 +17,7 @@ from woml_magic.limits import json_depth
 from .attempt import AttemptRequest, ServiceCall
 from .protocol import CallMessage, ReplyError, ReplyOk
 from .report import BRIDGE_FAILED
-from .transport import ChildProcess
+from .transport import ChildProcess, Inbox, Received
 
 #: The most bytes of arguments of ``services`` calls one attempt may have in flight.
 MAX_IN_FLIGHT_BYTES = 16 * 1024 * 1024
@@ -30,7 +29,7 @@ class ServiceBridge:
 
     def __init__(
         self, process: ChildProcess, attempt_id: int, services: ServiceCall,
-        request: AttemptRequest, inbox: asyncio.Queue[dict[str, Any]],
+        request: AttemptRequest, inbox: Inbox,
     ) -> None:
         self._process = process
         self._attempt_id = attempt_id
@@ -95,7 +94,7 @@ class ServiceBridge:
             self._failed(f"services.{name} answered with a value that is not JSON: {error}")
 
     def _failed(self, message: str) -> None:
-        self._inbox.put_nowait({"type": BRIDGE_FAILED, "message": message})
+        self._inbox.put_nowait(Received({"type": BRIDGE_FAILED, "message": message}))
 
     async def aclose(self) -> None:
         """Cancel the calls still in flight and wait for them to end."""

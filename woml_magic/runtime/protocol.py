@@ -10,7 +10,9 @@ Newline-delimited JSON over the child's stdin and stdout, one message a line::
                                                        "secrets": names only (§10.1)
       {"op": "reply", "attempt", "call", "ok", "value" | "name", "message", "props",
        "nowMs"}                                        a services.* outcome (spec §4.1)
-      {"op": "step", "attempt", "text"}                a ``context.steps`` answer (§3.6)
+      {"op": "step", "attempt", "text", "refused"}     a ``context.steps`` answer (§3.6):
+                                                       JSON text or "", or null text and
+                                                       why the results cannot be given
       {"op": "check", "id", "script", "memoryLimit"}   compile only (spec §2.3)
       {"op": "exit"}                                   stop serving
     child → kernel
@@ -177,7 +179,8 @@ class ReplyError(TypedDict):
 class StepCommand(TypedDict):
     op: Literal["step"]
     attempt: int
-    text: str  # a result's JSON text, "" for none, or "!" and why it cannot be given
+    text: str  # a result's JSON text, "" for none (and when refused)
+    refused: str | None  # why the results cannot be given to this attempt; else None
 
 
 class CheckCommand(TypedDict):

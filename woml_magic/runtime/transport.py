@@ -26,7 +26,7 @@ import sys
 import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from woml_magic.services.registry import SERVICE_NAMES
 
@@ -55,7 +55,20 @@ _JOIN_SECONDS = 5.0
 EXITED = "exit"  # {"type": "exit", "returncode"}: the child's output ended
 VIOLATION = "violation"  # {"type": "violation", "problem"}: the child broke the protocol
 
-_Sink = tuple[asyncio.AbstractEventLoop, "asyncio.Queue[dict[str, Any]]"]
+
+
+class Received(NamedTuple):
+    """One thing for an inbox: a checked message from the child and ``size``, the bytes
+    of its line (what a call's arguments weigh against the bridge's in-flight budget),
+    or an event of the transport's or the bridge's own (``size`` 0)."""
+
+    message: dict[str, Any]
+    size: int = 0
+
+
+#: Where a ``ChildProcess`` delivers: the attempt's (or check's) inbox.
+Inbox = asyncio.Queue[Received]
+_Sink = tuple[asyncio.AbstractEventLoop, Inbox]
 
 
 @functools.cache
@@ -137,11 +150,12 @@ class ChildProcess:
     def alive(self) -> bool:
         return self.popen.poll() is None
 
-    def attach(self, loop: asyncio.AbstractEventLoop, inbox: asyncio.Queue[dict[str, Any]]) -> None:
+    def attach(self, loop: asyncio.AbstractEventLoop, inbox: Inbox) -> None:
         """Serve the pipes from ``loop`` (the running loop) and deliver to ``inbox``."""
         self._sink = (loop, inbox)
         if self._exit is not None or self._closed:
-            inbox.put_nowait(self._exit or {"type": EXITED, "returncode": self.popen.poll()})
+            inbox.put_nowait(Received(self._exit or {"type": EXITED,
+                                                     "returncode": self.popen.poll()}))
             return
         loop.add_reader(self._out, self._on_readable)
         if self._unsent:
@@ -210,8 +224,7 @@ class ChildProcess:
                 self._fault(problem)
                 return
             assert message is not None
-            message["_bytes"] = len(line)
-            self._deliver(message)
+            self._deliver(Received(message, len(line)))
         if len(self._received) > self.max_line:
             self._fault(f"a message longer than {self.max_line} bytes")
 
@@ -226,7 +239,7 @@ class ChildProcess:
         if sink is not None:
             if not sink[0].is_closed():
                 sink[0].remove_reader(self._out)
-            sink[1].put_nowait({"type": VIOLATION, "problem": problem})
+            sink[1].put_nowait(Received({"type": VIOLATION, "problem": problem}))
 
     def pending_output(self) -> bool:
         """Whether the child wrote anything since the last attempt ended (it must not)."""
@@ -238,9 +251,9 @@ class ChildProcess:
             return True
         return bool(readable)
 
-    def _deliver(self, message: dict[str, Any]) -> None:
+    def _deliver(self, received: Received) -> None:
         if self._sink is not None:
-            self._sink[1].put_nowait(message)
+            self._sink[1].put_nowait(received)
 
     def _ended(self) -> None:
         """The child closed its stdout: it is exiting (or was killed)."""
@@ -253,7 +266,7 @@ class ChildProcess:
         self.detach()
         self._close_pipes()
         if sink is not None:
-            sink[1].put_nowait(self._exit)
+            sink[1].put_nowait(Received(self._exit))
 
     def _close_pipes(self) -> None:
         self._closed = True

@@ -58,7 +58,7 @@ from .protocol import (
     line_limit,
 )
 from .report import FAILURES, attempt_result, failure, protocol_fault, unexpected
-from .transport import EXITED, ChildProcess, died, kill_all
+from .transport import EXITED, ChildProcess, Inbox, died, kill_all
 from .wrapper import cell_position
 
 SERVICES: Final = SERVICE_NAMES
@@ -159,12 +159,12 @@ class ScriptWorker:
     ) -> dict[str, Any]:
         """Send ``command`` (if any) and await the first message or event back; the
         process is killed if the wait ends any other way."""
-        inbox: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+        inbox: Inbox = asyncio.Queue()
         process.attach(asyncio.get_running_loop(), inbox)
         try:
             if command is not None:
                 process.send(command)
-            return await inbox.get()
+            return (await inbox.get()).message
         except BaseException:
             self.kill()
             raise
@@ -227,7 +227,7 @@ class ScriptWorker:
         self, process: ChildProcess, request: AttemptRequest, services: ServiceCall,
         on_log: LogSink, on_stall: StallSink | None,
     ) -> AttemptResult:
-        inbox: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+        inbox: Inbox = asyncio.Queue()
         attempt_id = next(self._ids)
         bridge = ServiceBridge(process, attempt_id, services, request, inbox)
         log_lines = log_bytes = 0
@@ -242,7 +242,7 @@ class ScriptWorker:
         try:
             process.send(_run_command(request, attempt_id))
             while True:
-                message = await inbox.get()
+                message, size = await inbox.get()
                 kind = message.get("type")
                 if kind in FAILURES:
                     self.kill()
@@ -260,15 +260,14 @@ class ScriptWorker:
                                               "enforces")
                     on_log(log["level"], log["text"])
                 elif kind == CALL:
-                    # The line's size, added by the transport, counts against the budget.
-                    problem = bridge.call(cast(CallMessage, message), int(message.get("_bytes", 0)))
+                    # The line's size counts against the budget of calls in flight.
+                    problem = bridge.call(cast(CallMessage, message), size)
                     if problem is not None:
                         self.kill()
                         return protocol_fault(problem)
                 elif kind == NEED:
                     step = cast(NeedMessage, message)["step"]
-                    process.send(StepCommand(op="step", attempt=attempt_id,
-                                             text=step_text(request, step)))
+                    process.send(step_reply(request, attempt_id, step))
                 elif kind == STALLED:
                     if on_stall is not None:
                         on_stall()
@@ -311,19 +310,26 @@ def _run_command(request: AttemptRequest, attempt_id: int) -> RunCommand:
     )
 
 
-def step_text(request: AttemptRequest, name: str) -> str:
-    """The answer to a ``context.steps`` read (spec §3.6): a result's JSON text, ``""``
-    for none, or ``"!"`` and a reason when it cannot be given."""
+def step_reply(request: AttemptRequest, attempt_id: int, name: str) -> StepCommand:
+    """The answer to a ``context.steps`` read of step ``name``, or of all of them for
+    ``""`` (spec §3.6): a result's JSON text, ``""`` for none, or ``refused`` with the
+    reason when the results cannot be given."""
     steps = request.context.get("steps") or {}
+    reply = StepCommand(op="step", attempt=attempt_id, text="", refused=None)
     if name:
         if isinstance(steps, StepResults):
-            return steps.text(name) or ""
-        return encode(steps[name]) if name in steps else ""
+            reply["text"] = steps.text(name) or ""
+        elif name in steps:
+            reply["text"] = encode(steps[name])
+        return reply
     texts = steps.texts() if isinstance(steps, StepResults) else \
         {key: encode(value) for key, value in steps.items()}
     size = sum(len(text) + len(key) + 4 for key, text in texts.items())
     if size > request.limits.memory_limit_bytes:
-        return (f"!context.steps holds {size} bytes of results, more than the attempt's "
-                f"memory limit of {request.limits.memory_limit_bytes} bytes; read the steps you "
-                "need by name")
-    return "{" + ",".join(f"{json.dumps(key)}:{text}" for key, text in texts.items()) + "}"
+        reply["refused"] = (f"context.steps holds {size} bytes of results, more than the "
+                            f"attempt's memory limit of {request.limits.memory_limit_bytes} bytes; "
+                            "read the steps you need by name")
+    else:
+        reply["text"] = "{" + ",".join(f"{json.dumps(key)}:{text}"
+                                       for key, text in texts.items()) + "}"
+    return reply

@@ -15,6 +15,12 @@ and is closed with the run. Each call:
 7. sends, reads at most ``max_response_bytes``, emits ``CallFinished`` and resolves
    or rejects as ``http_outcome`` describes.
 
+Each step is a method of ``HttpService`` (``_open`` 1-3, ``_check_allowed`` 4,
+``_reattached`` 5, ``CallFaults.before_send`` 6, ``_exchange`` and ``_answer`` 7), and
+they are the one pipeline of every managed call: where a request goes is the client's
+transport, httpx's own or a given one (``transport=``: the lab's server model, spec
+§11), which learns which call it carries from the ``CALL_EXTENSION`` request extension.
+
 Everything that leaves ``request`` — the events it emits, its value, its rejections —
 is scrubbed of secret values first (``Secrets.scrub``): a server that echoes a secret
 echoes it to no one.
@@ -25,10 +31,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-import logging
 import ssl
-import weakref
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from http.cookiejar import CookieJar, DefaultCookiePolicy
 from typing import Any
 
@@ -36,7 +41,7 @@ import httpx
 
 from .. import __version__
 from ..errors import ServiceRejection
-from ..events import CallFinished
+from ..events import CallFinished, CallStarted
 from ..limits import DEFAULT_MAX_JSON_DEPTH, DEFAULT_MAX_RESPONSE_BYTES, DEFAULT_TIMEOUT_S
 from .faults import CallFaults, Fault
 from .http_body import ACCEPT_ENCODING, BodyTooLarge, UnsupportedEncoding, read_body
@@ -54,8 +59,8 @@ from .http_request import (
     parse_request,
     redact_headers,
 )
-from .scope import CallScope, is_reattachable
-from .secrets import Secrets
+from .scope import CALL_EXTENSION, CallScope, CallTag, is_reattachable
+from .secrets import Secrets, hide_from_logs, stop_hiding_from_logs
 
 MAX_RESPONSE_BYTES = DEFAULT_MAX_RESPONSE_BYTES
 
@@ -80,40 +85,6 @@ class _Unreadable(Exception):
         self.encoding = encoding
 
 
-class _HideSecrets(logging.Filter):
-    """Scrubs secret values from httpx's and httpcore's log records (httpx logs every
-    request's URL at INFO): the stores of the open services that hold secrets."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.stores: weakref.WeakSet[Secrets] = weakref.WeakSet()
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        stores = list(self.stores)
-        if stores:
-            text = record.getMessage()
-            for store in stores:
-                text = store.scrub(text)
-            record.msg, record.args = text, None
-        return True
-
-
-#: One filter for the process: logging is process-wide, so hiding values from it is
-#: too. It holds only weak references to the stores of open services.
-_LOG_FILTER = _HideSecrets()
-_LOGGERS = ("httpx", "httpcore.connection", "httpcore.http11", "httpcore.http2",
-            "httpcore.proxy")
-
-
-def _hide_from_logs(store: Secrets) -> None:
-    if not _LOG_FILTER.stores:
-        for name in _LOGGERS:
-            logger = logging.getLogger(name)
-            if _LOG_FILTER not in logger.filters:
-                logger.addFilter(_LOG_FILTER)
-    _LOG_FILTER.stores.add(store)
-
-
 def claim_call(req: HttpRequest, scope: CallScope) -> int:
     """Claim ``req``'s name in ``scope``'s attempt, where names of managed calls are
     unique (``TypeError`` otherwise), and return the call's index in the attempt."""
@@ -131,14 +102,48 @@ def claim_call(req: HttpRequest, scope: CallScope) -> int:
     return index
 
 
-def _ambiguous(req: HttpRequest, scope: CallScope, message: str) -> ServiceRejection:
-    """The ``AmbiguousError`` of a call that may have reached the server. Without
-    ``idempotency`` the attempt is marked (spec §4.2) and the message says how to make
-    a retry safe."""
-    if req.idempotency is None:
-        scope.unkeyed_ambiguity = True
-        message = message.rstrip(".") + "." + _KEY_HINT
-    return ServiceRejection("AmbiguousError", message, {"ambiguous": True})
+@dataclass
+class _Call:
+    """One call of ``HttpService.request`` once validated and claimed: the request, its
+    attempt's scope, its index there and the faults acting on it."""
+
+    req: HttpRequest
+    scope: CallScope
+    index: int
+    faults: CallFaults
+    started: CallStarted
+    secrets: Secrets
+
+    @property
+    def tag(self) -> CallTag:
+        scope = self.scope
+        return CallTag(scope.run_id, scope.step_id, scope.attempt_number, self.index,
+                       self.req.name)
+
+    def finish(self, **kwargs: Any) -> None:
+        """Emit the call's ``CallFinished`` with ``kwargs``, its response and error
+        scrubbed of secret values (spec §10.1)."""
+        if self.secrets:
+            for key in ("response", "error"):
+                kwargs[key] = self.secrets.scrub_json(kwargs.get(key))
+        scope = self.scope
+        scope.emit(CallFinished(run_id=scope.run_id, at=scope.now(), step_id=scope.step_id,
+                                number=scope.attempt_number, call_index=self.index,
+                                name=self.req.name, injected=self.faults.injected, **kwargs))
+
+    def mark_unkeyed(self) -> None:
+        """The call may have reached the server: without ``idempotency`` its attempt is
+        marked for the ambiguity guard (spec §4.2)."""
+        if self.req.idempotency is None:
+            self.scope.unkeyed_ambiguity = True
+
+    def ambiguous(self, message: str) -> ServiceRejection:
+        """The ``AmbiguousError`` of this call (spec §4.1); without ``idempotency`` the
+        attempt is marked and the message says how to make a retry safe."""
+        if self.req.idempotency is None:
+            message = message.rstrip(".") + "." + _KEY_HINT
+        self.mark_unkeyed()
+        return ServiceRejection("AmbiguousError", message, {"ambiguous": True})
 
 
 @functools.cache
@@ -155,8 +160,13 @@ class HttpService:
     ``allow_hosts``: the ``http_allow`` setting (see ``HostAllowList``); ``None``
     allows every host. ``default_timeout``: seconds, when the request gives none.
     ``client``: an ``httpx.AsyncClient`` to use instead of creating one; the caller
-    then owns it and ``aclose`` leaves it open. ``secrets``: the values references in
-    requests stand for (spec §10.1). ``faults``: injected faults (spec §10.2).
+    then owns it and ``aclose`` leaves it open. ``transport``: what the client this
+    service creates sends through (httpx's own by default; the lab's server model,
+    spec §11), every step of ``request`` unchanged. ``holds_clock``: whether a request
+    in flight holds a simulated clock still (real work, spec §5.1); False for a
+    transport that answers on the run's clock itself. ``secrets``: the values
+    references in requests stand for (spec §10.1). ``faults``: injected faults (spec
+    §10.2).
     """
 
     def __init__(
@@ -166,25 +176,34 @@ class HttpService:
         allow_hosts: Iterable[str] | None = None,
         default_timeout: float = DEFAULT_TIMEOUT_S,
         client: httpx.AsyncClient | None = None,
+        transport: httpx.AsyncBaseTransport | None = None,
+        holds_clock: bool = True,
         max_response_bytes: int = MAX_RESPONSE_BYTES,
         max_json_depth: int = DEFAULT_MAX_JSON_DEPTH,
         secrets: Secrets | None = None,
         faults: Iterable[Fault] = (),
     ) -> None:
+        if client is not None and transport is not None:
+            raise ValueError("give HttpService a client or a transport, not both: a "
+                             "client already has its transport")
         self.secrets = secrets if secrets is not None else Secrets()
         self.faults = tuple(faults)
         if self.secrets:
-            _hide_from_logs(self.secrets)
+            hide_from_logs(self.secrets)
         self.redact = tuple(name.lower() for name in redact)
         self.allow = HostAllowList(allow_hosts)
         self.default_timeout = default_timeout
         self.max_response_bytes = max_response_bytes
         self.max_json_depth = max_json_depth
+        self.holds_clock = holds_clock
+        self._transport = transport
         self._owns_client = client is None
         self._client = client or httpx.AsyncClient(
             trust_env=False,
             follow_redirects=False,
-            verify=_tls_context(),
+            # A given transport has its own TLS (or none): build the context only for ours.
+            verify=_tls_context() if transport is None else True,
+            transport=transport,
             # No cookie jar: each request carries exactly the headers the script wrote and
             # the journal shows, whatever earlier responses set.
             cookies=CookieJar(policy=DefaultCookiePolicy(allowed_domains=[])),
@@ -195,7 +214,7 @@ class HttpService:
 
     async def aclose(self) -> None:
         """Close the client this service created (one per run, closed with the run)."""
-        _LOG_FILTER.stores.discard(self.secrets)
+        stop_hiding_from_logs(self.secrets)
         if self._owns_client:
             await self._client.aclose()
 
@@ -221,118 +240,135 @@ class HttpService:
         return secrets.scrub_json(result)  # type: ignore[no-any-return]  # a JSON object
 
     async def _request(self, request: Any, options: Any, scope: CallScope) -> dict[str, Any]:
-        secrets = self.secrets
+        """The module docstring's seven steps, one call each."""
+        call = self._open(request, options, scope)  # 1-3
+        self._check_allowed(call)  # 4
+        stored = self._reattached(call)  # 5
+        if stored is not None:
+            return stored
+        await call.faults.before_send(call.req, scope.sleep, call.finish, self.redact)  # 6
+        response, body = await self._exchange(call)  # 7
+        return self._answer(call, response, body)
+
+    def _open(self, request: Any, options: Any, scope: CallScope) -> _Call:
+        """Steps 1-3: validate the request, claim its name, emit ``CallStarted``."""
         req = parse_request(request, options, default_timeout=self.default_timeout,
-                            secrets=secrets)
+                            secrets=self.secrets)
         faults = CallFaults.of(self.faults, req.name, scope.attempt_number,
                                has_clock=scope.sleep is not None)
         index = claim_call(req, scope)
         started = call_started(req, scope, index, self.redact)
         scope.emit(started)
+        return _Call(req, scope, index, faults, started, self.secrets)
 
-        def finish(**kwargs: Any) -> None:
-            if secrets:
-                for key in ("response", "error"):
-                    kwargs[key] = secrets.scrub_json(kwargs.get(key))
-            scope.emit(
-                CallFinished(
-                    run_id=scope.run_id,
-                    at=scope.now(),
-                    step_id=scope.step_id,
-                    number=scope.attempt_number,
-                    call_index=index,
-                    name=req.name,
-                    injected=faults.injected,
-                    **kwargs,
-                )
-            )
+    def _check_allowed(self, call: _Call) -> None:
+        """Step 4: a host outside the allow-list is a ``NetworkError``, nothing sent."""
+        req = call.req
+        if self.allow.allows(req.url):
+            return
+        message = (
+            f"{req.method} {req.shown_url}: the host {req.url.host!r} is not in the "
+            f"http_allow list ({', '.join(self.allow.entries or ())}); nothing was sent"
+        )
+        call.finish(outcome="network-error", error=message)
+        raise ServiceRejection("NetworkError", message, {"blocked": True, "host": req.url.host})
 
-        if not self.allow.allows(req.url):
-            message = (
-                f"{req.method} {req.shown_url}: the host {req.url.host!r} is not in the "
-                f"http_allow list ({', '.join(self.allow.entries or ())}); nothing was sent"
-            )
-            finish(outcome="network-error", error=message)
-            raise ServiceRejection("NetworkError", message, {"blocked": True, "host": req.url.host})
+    def _reattached(self, call: _Call) -> dict[str, Any] | None:
+        """Step 5: the journaled 2xx response of a named call, replayed (spec §4.3)."""
+        name = call.req.name
+        stored = call.scope.step_calls.reattach.get(name) if name is not None else None
+        if stored is None:
+            return None
+        call.finish(outcome="response", status=stored.get("status"), replayed=True,
+                    response=stored)
+        return {**stored, "replayed": True}
 
-        stored = scope.step_calls.reattach.get(req.name) if req.name is not None else None
-        if stored is not None:
-            finish(outcome="response", status=stored.get("status"), replayed=True, response=stored)
-            return {**stored, "replayed": True}
-
-        await faults.before_send(req, scope.sleep, finish, self.redact)
+    async def _exchange(self, call: _Call) -> tuple[httpx.Response, bytes]:
+        """Step 7's sending: ``CallStarted`` made durable, the request sent and its body
+        read; a failure to get an answer is recorded and raised as spec §4.1 names it."""
+        req, scope = call.req, call.scope
         if scope.durable is not None:
-            await scope.durable(started)  # spec §5.2: recorded before the request leaves
+            await scope.durable(call.started)  # spec §5.2: recorded before the request leaves
         try:
-            with scope.busy():
-                response, body = await self._send(req)
+            with scope.busy() if self.holds_clock else contextlib.nullcontext():
+                return await self._send(call)
         except asyncio.CancelledError:
             # The attempt ended (timeout, cancel) with the request in flight: record it as
             # ambiguous, but never let a failing emit replace the cancellation.
-            if req.idempotency is None:
-                scope.unkeyed_ambiguity = True
+            call.mark_unkeyed()
             with contextlib.suppress(Exception):
-                finish(
+                call.finish(
                     outcome="ambiguous",
                     error="the attempt ended while the request was in flight; "
                     "whether the server acted on it is unknown",
                 )
             raise
         except _TooLarge as exc:
-            raise self._too_large(req, exc.response, finish) from None
+            raise self._too_large(req, exc.response, call.finish) from None
         except _Unreadable as exc:
-            raise self._unreadable(req, exc, finish) from None
+            raise self._unreadable(req, exc, call.finish) from None
         except httpx.HTTPError as exc:
             outcome, reason = classify_transport_error(exc, req.timeout)
             message = f"{req.method} {req.shown_url}: {reason}"
-            finish(outcome=outcome, error=message)
+            call.finish(outcome=outcome, error=message)
             if outcome == "network-error":
                 raise ServiceRejection("NetworkError", message) from None
-            raise _ambiguous(req, scope, message) from None
+            raise call.ambiguous(message) from None
         except Exception as exc:
             # Not an error httpx documents: the request may have left, so record the call
             # as ambiguous (fail closed) and let the engine report a crash (spec §3.2).
-            if req.idempotency is None:
-                scope.unkeyed_ambiguity = True
-            finish(outcome="ambiguous", error=f"internal error while sending: {exc!r}")
+            call.mark_unkeyed()
+            call.finish(outcome="ambiguous", error=f"internal error while sending: {exc!r}")
             raise
 
-        dropped = faults.dropped(req, response.status_code, finish)
+    def _answer(self, call: _Call, response: httpx.Response, body: bytes) -> dict[str, Any]:
+        """Step 7's answer: a dropped response (an injected fault), the body decoded and
+        scrubbed, ``CallFinished``, and the value or the ``HttpError``."""
+        req = call.req
+        dropped = call.faults.dropped(req, response.status_code, call.finish)
         if dropped is not None:
-            raise _ambiguous(req, scope, dropped)
-
+            raise call.ambiguous(dropped)
+        content_type = response.headers.get("content-type")
+        # httpx finds the charset with the email parser: ask only when there is one.
+        charset = response.charset_encoding if "charset" in (content_type or "").lower() else None
         try:
-            data = decode_data(body, response.headers.get("content-type"),
-                               response.charset_encoding, max_depth=self.max_json_depth)
+            data = decode_data(body, content_type, charset, max_depth=self.max_json_depth)
         except TooDeep as exc:
-            raise self._too_deep(req, response, str(exc), finish) from None
+            raise self._too_deep(req, response, str(exc), call.finish) from None
         del body
         # Scrubbed at once, so nothing below (the reattach store included) holds a value.
+        secrets = self.secrets
         data = secrets.scrub_json(data)
         headers = secrets.scrub_json({name: response.headers[name] for name in response.headers})
-        shown_headers = redact_headers(headers, self.redact)
-        record = {"status": response.status_code, "headers": shown_headers, "data": data}
-        if response.status_code >= 400:
+        status = response.status_code
+        record = {"status": status, "headers": redact_headers(headers, self.redact),
+                  "data": data}
+        if status >= 400:
             message = http_error_message(req.method, req.shown_url, response, data)
-            finish(outcome="response", status=response.status_code, response=record, error=message)
+            call.finish(outcome="response", status=status, response=record, error=message)
             raise ServiceRejection("HttpError", message, dict(record))
-        finish(outcome="response", status=response.status_code, response=record)
-        if req.name is not None and is_reattachable(response.status_code):
-            scope.step_calls.reattach[req.name] = record
-        return {"status": response.status_code, "headers": headers, "data": data, "replayed": False}
+        call.finish(outcome="response", status=status, response=record)
+        if req.name is not None and is_reattachable(status):
+            call.scope.step_calls.reattach[req.name] = record
+        return {"status": status, "headers": headers, "data": data, "replayed": False}
 
-    async def _send(self, req: HttpRequest) -> tuple[httpx.Response, bytes]:
+    async def _send(self, call: _Call) -> tuple[httpx.Response, bytes]:
         """Send and read the body, at most ``max_response_bytes`` of it, counted after
         decompression while it streams (http_body.py)."""
+        req = call.req
         # The userinfo is in req.headers as Authorization already (http_request.py).
         url = req.url.copy_with(username=None, password=None) if req.url.userinfo else req.url
-        async with self._client.stream(
-            req.method,
-            url,
-            headers=list(req.headers),
-            content=req.content,
-            timeout=req.timeout,
-        ) as response:
+        request = self._client.build_request(req.method, url, headers=list(req.headers),
+                                             content=req.content, timeout=req.timeout,
+                                             extensions={CALL_EXTENSION: call.tag})
+        if self._transport is not None:
+            # The client's send loop would add nothing here (no auth, no redirects
+            # followed, no cookies kept: see __init__) but its cost, which a lab pays on
+            # every call of every client (bench/lab.py).
+            response = await self._transport.handle_async_request(request)
+        else:
+            response = await self._client.send(request, stream=True)
+        try:
             declared = response.headers.get("content-length", "")
             if declared.isdigit() and int(declared) > self.max_response_bytes:
                 raise _TooLarge(response)
@@ -342,6 +378,8 @@ class HttpService:
                 raise _TooLarge(response) from None
             except UnsupportedEncoding as exc:
                 raise _Unreadable(response, str(exc)) from None
+        finally:
+            await response.aclose()
         return response, body
 
     def _too_large(

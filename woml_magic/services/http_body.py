@@ -72,6 +72,12 @@ async def read_body(response: httpx.Response, max_bytes: int) -> bytes:
     encodings = [e for e in encodings if e != "identity"]
     if len(encodings) > 1 or (encodings and encodings[0] not in ("gzip", "x-gzip", "deflate")):
         raise UnsupportedEncoding(header)
+    if response.is_stream_consumed:
+        # Read when it was made (``httpx.Response(content=...)``, as a MockTransport's
+        # handler answers): httpx decoded it then, in memory; the cap is left to apply.
+        if len(response.content) > max_bytes:
+            raise BodyTooLarge
+        return response.content
     inflater = _Inflater(encodings[0]) if encodings else None
     chunks: list[bytes] = []
     size = 0

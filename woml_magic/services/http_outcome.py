@@ -15,19 +15,18 @@ definitive could let a retry repeat an effect (spec §4.2, fail closed).
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any
 
 import httpx
 
 from ..limits import DEFAULT_MAX_JSON_DEPTH, DEFAULT_TIMEOUT_S, JSONLimitError, loads_limited
+from ..outcomes import CallFailure
 from ..policy import format_duration
-
-Outcome = Literal["network-error", "ambiguous"]
 
 _UNKNOWN = "whether the server acted on it is unknown"
 
 # Order matters: subclasses before their bases (ConnectTimeout is a TimeoutException).
-_TABLE: tuple[tuple[type[Exception], Outcome, str], ...] = (
+_TABLE: tuple[tuple[type[Exception], CallFailure, str], ...] = (
     (
         httpx.ConnectTimeout,
         "network-error",
@@ -81,7 +80,7 @@ _TABLE: tuple[tuple[type[Exception], Outcome, str], ...] = (
 
 def classify_transport_error(
     exc: Exception, timeout: float = DEFAULT_TIMEOUT_S
-) -> tuple[Outcome, str]:
+) -> tuple[CallFailure, str]:
     """Say whether ``exc`` is definitive or ambiguous, and why, in one clause (spec §4.1).
 
     Definitive (``network-error``): no request byte can have reached the server.

@@ -99,6 +99,8 @@ class HttpRequest:
         secret references as written."""
         if self.display_url is not None:
             return self.display_url
+        if not self.url.userinfo and not self.url.fragment:
+            return str(self.url)  # as it stands: copy_with would parse it again per call
         text = str(self.url.copy_with(username=None, password=None, fragment=None))
         if self.url.userinfo:
             user = self.url.userinfo.split(b":", 1)[0].decode("ascii", "replace")

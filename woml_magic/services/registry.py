@@ -43,18 +43,19 @@ class RunServices:
         clock: Clock,
         config: EngineConfig,
         *,
-        http: Handler | None = None,
+        http: HttpService | None = None,
     ) -> None:
         """``config``: the run's limits, HTTP settings, secrets and faults, whole.
-        ``http``: performs ``services.http.request`` instead of the run's
-        ``HttpService`` (the lab's model server, spec §11: no socket); it takes the
-        script's arguments and the call's scope, and answers or rejects as §4.1 says."""
+        ``http``: the ``HttpService`` that performs ``services.http.request``, given
+        instead of made (a lab shares one among its clients, spec §11, its transport
+        perhaps the server model); whoever gave it closes it."""
         self._clock = clock
         self._config = config
+        self._given_http = http
         self._http: HttpService | None = None
         self.handlers: dict[str, Handler] = {
             "sleep": self._sleep,
-            "http.request": http or self._http_request,
+            "http.request": self._http_request,
             "secret": self._secret,
         }
         if tuple(self.handlers) != SERVICE_NAMES:
@@ -89,6 +90,8 @@ class RunServices:
         return secret_reference(args, self._config.secrets)
 
     def _http_service(self) -> HttpService:
+        if self._given_http is not None:
+            return self._given_http
         if self._http is None:
             from .http import HttpService
 

@@ -20,6 +20,23 @@ def is_reattachable(status: int | None) -> bool:
     return status is not None and 200 <= status < 300
 
 
+@dataclass(frozen=True)
+class CallTag:
+    """Which managed call a request is, for a transport that answers it itself (the
+    lab's server model, spec §11): sent as the request's ``CALL_EXTENSION`` extension,
+    which httpx's own transports ignore."""
+
+    run_id: str
+    step_id: str
+    attempt: int
+    index: int
+    name: str | None
+
+
+#: The httpx request extension that carries a request's ``CallTag``.
+CALL_EXTENSION = "woml.call"
+
+
 @dataclass
 class StepCalls:
     """Named calls of one logical step whose 2xx response is known (spec §4.3).

@@ -29,8 +29,10 @@ accident.
 from __future__ import annotations
 
 import json
+import logging
 import re
 import uuid
+import weakref
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Final, NoReturn
 from urllib.parse import quote
@@ -341,3 +343,47 @@ def secret_reference(args: list[Any], secrets: Secrets | None) -> str:
             f"{store.listing()}. {_HOW_TO_SET}",
         )
     return reference(name)
+
+
+# -- logs ----------------------------------------------------------------------------
+
+
+class _HideSecrets(logging.Filter):
+    """Scrubs secret values from httpx's and httpcore's log records (httpx logs every
+    request's URL at INFO): the stores of the open services that hold secrets."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stores: weakref.WeakSet[Secrets] = weakref.WeakSet()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        stores = list(self.stores)
+        if stores:
+            text = record.getMessage()
+            for store in stores:
+                text = store.scrub(text)
+            record.msg, record.args = text, None
+        return True
+
+
+#: One filter for the process: logging is process-wide, so hiding values from it is
+#: too. It holds only weak references to the stores of open services.
+_LOG_FILTER = _HideSecrets()
+_LOGGERS = ("httpx", "httpcore.connection", "httpcore.http11", "httpcore.http2",
+            "httpcore.proxy")
+
+
+def hide_from_logs(store: Secrets) -> None:
+    """Scrub ``store``'s values from httpx's and httpcore's log records while it is
+    open (spec §10.1: never in logs)."""
+    if not _LOG_FILTER.stores:
+        for name in _LOGGERS:
+            logger = logging.getLogger(name)
+            if _LOG_FILTER not in logger.filters:
+                logger.addFilter(_LOG_FILTER)
+    _LOG_FILTER.stores.add(store)
+
+
+def stop_hiding_from_logs(store: Secrets) -> None:
+    """``store``'s service is closed: its values no longer pass through the logs."""
+    _LOG_FILTER.stores.discard(store)
