@@ -180,9 +180,6 @@ class SimulatedClock(Clock):
 
     def _advance(self) -> None:
         self._soon = None
-        if self._later is not None:
-            self._later.cancel()
-            self._later = None
         loop = asyncio.get_running_loop()
         self._fire()  # the timers real time has carried the clock to
         if self._busy and not self._stalled():
@@ -223,13 +220,22 @@ class SimulatedClock(Clock):
 
     def _wait_for_real_time(self, loop: asyncio.AbstractEventLoop) -> None:
         """Real work is under way: at ``rate > 0`` real time carries the clock to the next
-        timer; at ``rate=0`` time waits for the work (looking again when it would stall)."""
-        if self._rate and self._timers:
-            self._later = loop.call_later((self._timers[0][0] - self.now()) / self._rate,
-                                          self.kick)
-        elif self._stall_s is not None:
+        timer; at ``rate=0`` time waits for the work (looking again when it would stall:
+        one watchdog at a time, not one per look — a lab looks several times an attempt)."""
+        if self._rate:
+            if self._later is not None:
+                self._later.cancel()
+                self._later = None
+            if self._timers:
+                self._later = loop.call_later(
+                    (self._timers[0][0] - self.now()) / self._rate, self._look)
+        elif self._stall_s is not None and self._later is None:
             left = self._progress + self._stall_s - time.monotonic()
-            self._later = loop.call_later(max(0.0, left), self.kick)
+            self._later = loop.call_later(max(0.0, left), self._look)
+
+    def _look(self) -> None:
+        self._later = None
+        self.kick()
 
     def _stalled(self) -> bool:
         """Whether real work has held time still ``stall_s`` real seconds with no
