@@ -35,6 +35,31 @@ async def _attempt(worker: ScriptWorker, script: str) -> AttemptResult:
     return await worker.run_attempt(_request(script), _no_services, lambda level, text: None)
 
 
+async def _throwing_round_trips(worker: ScriptWorker, attempts: int) -> float:
+    """Seconds per throwing attempt, one after another on a warm worker."""
+    start = time.perf_counter()
+    for _ in range(attempts):
+        result = await _attempt(worker, "throw new Error('x')")
+        assert result.outcome == "threw"
+    return (time.perf_counter() - start) / attempts
+
+
+def bare_round_trip_s(attempts: int = TRIVIAL) -> float:
+    """A bare worker round trip of a throwing script, in seconds (the lab's baseline,
+    bench/lab.py): one warm worker, no engine, attempts one after another."""
+
+    async def measure() -> float:
+        worker = ScriptWorker()
+        try:
+            await worker.start()
+            await _attempt(worker, "throw new Error('x')")  # warm the pipes
+            return await _throwing_round_trips(worker, attempts)
+        finally:
+            await worker.aclose()
+
+    return asyncio.run(measure())
+
+
 def _baseline_eval_ms() -> float:
     """One fresh QuickJS context plus ``return 1`` in this process: the floor."""
     start = time.perf_counter()
@@ -67,11 +92,7 @@ async def _measure() -> list[dict[str, Any]]:
             result = await _attempt(worker, "return 1")
             assert result.outcome == "succeeded"
         round_trip = (time.perf_counter() - start) * 1000 / TRIVIAL
-        start = time.perf_counter()
-        for _ in range(TRIVIAL):
-            result = await _attempt(worker, "throw new Error('x')")
-            assert result.outcome == "threw"
-        throwing_per_s = TRIVIAL / (time.perf_counter() - start)
+        throwing_per_s = 1 / await _throwing_round_trips(worker, TRIVIAL)
     finally:
         await worker.aclose()
 

@@ -424,3 +424,98 @@ def test_each_literal_type_is_declared_once() -> None:
             here = f"woml_magic/{path.relative_to(PACKAGE)}:{line}"
             assert name not in seen, f"{here} declares {name}, as {seen[name]} does"
             seen[name] = here
+
+
+# -- one clock (STYLE 13, spec §5.1, §11) --------------------------------------------------
+#: The clocks' names: the interface and its implementations in ``clock.py``.
+CLOCK_CLASSES = {"Clock", "RealClock", "SimulatedClock", "ShiftedClock"}
+
+#: Clocks implemented outside ``clock.py``, each with its reason: none is a virtual clock.
+OTHER_CLOCKS: dict[tuple[str, str], str] = {
+    ("temporal.workflow", "WorkflowClock"): "Temporal's deterministic time: Temporal keeps "
+                                            "the timers, the class only reads and asks",
+}
+
+
+def clock_subclasses(path: Path) -> list[tuple[int, str, str]]:
+    """``(line, class, base)`` for every class of ``path`` based on one of the clocks."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ClassDef):
+            for base in node.bases:
+                name = base.attr if isinstance(base, ast.Attribute) else getattr(base, "id", "")
+                if name in CLOCK_CLASSES:
+                    found.append((node.lineno, node.name, name))
+    return found
+
+
+def asyncio_privates() -> set[str]:
+    """The private attribute names of asyncio's loops, futures, tasks and handles."""
+    import asyncio
+
+    loop = asyncio.new_event_loop()
+    try:
+        names = set(vars(loop))
+    finally:
+        loop.close()
+    for cls in (type(loop), asyncio.Future, asyncio.Task, asyncio.Handle, asyncio.TimerHandle,
+                asyncio.Queue, asyncio.Event, asyncio.Lock, asyncio.Semaphore):
+        names |= set(dir(cls))
+    return {n for n in names if n.startswith("_") and not n.startswith("__")}
+
+
+def private_reads(path: Path, privates: set[str]) -> list[tuple[int, str]]:
+    """``(line, source)`` for every read of one of ``privates`` on something not ``self``:
+    ``x._ready``, or ``getattr(x, "_ready")``."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        on_other = (isinstance(node, ast.Attribute) and node.attr in privates
+                    and not (isinstance(node.value, ast.Name)
+                             and node.value.id in ("self", "cls")))
+        by_name = (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+                   and node.func.id in ("getattr", "hasattr", "setattr") and len(node.args) > 1
+                   and isinstance(node.args[1], ast.Constant) and node.args[1].value in privates)
+        if on_other or by_name:
+            found.append((node.lineno, ast.unparse(node)))
+    return found
+
+
+@pytest.mark.parametrize("path", SOURCES, ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_only_clock_py_implements_a_clock(path: Path) -> None:
+    """STYLE 13: one virtual clock, with knobs; a lab or an engine that needs other time
+    sets a knob of ``SimulatedClock`` rather than keeping a timer heap of its own."""
+    module = module_name(path)
+    if module == "clock":
+        return
+    for line, name, base in clock_subclasses(path):
+        assert (module, name) in OTHER_CLOCKS, (
+            f"woml_magic/{path.relative_to(PACKAGE)}:{line}: class {name}({base}) is a "
+            "clock outside clock.py; give clock.SimulatedClock the knob it needs "
+            "(rate, stall_s, on_idle, epoch_s) or use its view()"
+        )
+
+
+@pytest.mark.parametrize("path", SOURCES, ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_nothing_reads_asyncio_privates_but_the_clocks_idle_check(path: Path) -> None:
+    """The one peek (no public way exists) is ``clock.loop_has_ready_callbacks``."""
+    allowed = {"getattr(loop, '_ready', None)"} if module_name(path) == "clock" else set()
+    for line, source in private_reads(path, asyncio_privates()):
+        assert source in allowed, (
+            f"woml_magic/{path.relative_to(PACKAGE)}:{line} reads asyncio's private "
+            f"{source}; use the public API, or clock.loop_has_ready_callbacks"
+        )
+
+
+def test_the_clock_rules_see_a_second_clock_and_a_peek(tmp_path: Path) -> None:
+    """The checks themselves: a timer heap of the lab's own, and a peek at the loop."""
+    source = tmp_path / "second.py"
+    source.write_text("import asyncio\nfrom ..clock import Clock, SimulatedClock\n"
+                      "class LabClock(Clock):\n    pass\n"
+                      "class Faster(clock.SimulatedClock):\n    pass\n"
+                      "def idle(loop):\n    return not loop._ready and not getattr(loop, "
+                      "'_scheduled')\n", encoding="utf-8")
+    assert [(name, base) for _, name, base in clock_subclasses(source)] == [
+        ("LabClock", "Clock"), ("Faster", "SimulatedClock")]
+    assert [s for _, s in private_reads(source, asyncio_privates())] == [
+        "loop._ready", "getattr(loop, '_scheduled')"]
+    assert OTHER_CLOCKS.keys() == {("temporal.workflow", "WorkflowClock")}

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from woml_magic.clock import RealClock, SimulatedClock, make_clock
+from woml_magic.clock import MAX_DEFERRALS, RealClock, SimulatedClock, make_clock
 
 
 @pytest.mark.parametrize("kind", ["real", "simulated"])
@@ -137,3 +137,124 @@ def test_real_epoch_is_wall_time_and_simulated_epoch_includes_skipped_time() -> 
 def test_make_clock_rejects_unknown_kinds() -> None:
     with pytest.raises(ValueError, match="use 'real' or 'simulated'"):
         make_clock("fast")
+
+
+# -- the one virtual clock's knobs (STYLE 13: the lab's clock is this one, spec §11) --------
+def test_at_rate_0_time_stands_still_while_busy_and_jumps_exactly_when_idle() -> None:
+    clock = SimulatedClock(rate=0.0)
+
+    async def main() -> list[float]:
+        seen = []
+        with clock.busy():
+            timer = asyncio.ensure_future(clock.sleep(0.3))
+            await asyncio.sleep(0.05)  # real time passes; virtual time does not
+            seen.append(clock.now())
+            assert not timer.done()
+        await timer  # busy no more: the clock jumps to the timer, exactly
+        seen.append(clock.now())
+        await clock.sleep(0.1)
+        seen.append(clock.now())
+        return seen
+
+    assert asyncio.run(main()) == [0.0, 0.3, 0.3 + 0.1]
+
+
+def test_at_rate_0_work_that_holds_time_past_stall_s_is_stepped_around_and_counted() -> None:
+    clock = SimulatedClock(rate=0.0, stall_s=0.1)
+
+    async def main() -> float:
+        with clock.busy():  # work that never ends: time moves on around it
+            await clock.sleep(30)
+            return clock.now()
+
+    wall = time.monotonic()
+    assert asyncio.run(main()) == 30.0
+    assert 0.1 <= time.monotonic() - wall < 5
+    assert clock.stalls == 1
+
+
+def test_on_idle_gives_work_at_this_instant_before_time_jumps() -> None:
+    clock = SimulatedClock(rate=0.0)
+    gate: asyncio.Future[None] | None = None
+    seen: list[tuple[str, float]] = []
+
+    def on_idle() -> bool:
+        if gate is not None and not gate.done():
+            gate.set_result(None)
+            return True  # the waiting task moves next; time stays
+        return False
+
+    clock.set_on_idle(on_idle)
+
+    async def waiter() -> None:
+        assert gate is not None
+        await gate
+        seen.append(("given", clock.now()))
+
+    async def sleeper() -> None:
+        await clock.sleep(5)
+        seen.append(("timer", clock.now()))
+
+    async def main() -> None:
+        nonlocal gate
+        gate = asyncio.get_running_loop().create_future()
+        await asyncio.gather(waiter(), sleeper())
+
+    asyncio.run(main())
+    assert seen == [("given", 0.0), ("timer", 5.0)]
+
+
+def test_epoch_s_pins_scripts_dates_and_a_view_counts_from_its_start() -> None:
+    clock = SimulatedClock(rate=0.0, epoch_s=1_000.0)
+
+    async def main() -> tuple[float, float, float]:
+        await clock.sleep(10)
+        view = clock.view(4.0)
+        await view.sleep(1)  # the view's waits are the clock's
+        return view.now(), view.epoch_ms(), clock.now()
+
+    assert asyncio.run(main()) == (7.0, 1_011_000.0, 11.0)
+    assert clock.view(0).kind == "simulated"
+
+
+def test_a_loop_that_never_goes_idle_delays_a_jump_by_at_most_the_deferral_limit() -> None:
+    """One limit (clock.MAX_DEFERRALS): a task yielding forever keeps the loop busy, and
+    time still moves on, counted as a stall."""
+    clock = SimulatedClock(rate=0.0)
+
+    async def spin() -> None:
+        while True:
+            await asyncio.sleep(0)
+
+    async def main() -> float:
+        spinner = asyncio.ensure_future(spin())
+        try:
+            await clock.sleep(60)
+        finally:
+            spinner.cancel()
+        return clock.now()
+
+    assert asyncio.run(main()) == 60.0
+    assert clock.stalls == 1
+    assert MAX_DEFERRALS >= 1000  # enough turns for woken tasks to settle (lab, 1000 clients)
+
+
+def test_two_simulated_clocks_on_one_loop_both_move() -> None:
+    """Two simulated runs on the run loop: each clock sees the other deferring, and both
+    still reach their timers."""
+    first, second = SimulatedClock(), SimulatedClock()
+
+    async def main() -> tuple[float, float]:
+        await asyncio.gather(first.sleep(3600), second.sleep(7200))
+        return first.now(), second.now()
+
+    wall = time.monotonic()
+    a, b = asyncio.run(main())
+    assert a >= 3600
+    assert b >= 7200
+    assert time.monotonic() - wall < 5
+
+
+def test_a_negative_rate_is_refused() -> None:
+    with pytest.raises(ValueError, match="rate must be 0 or more"):
+        SimulatedClock(rate=-1.0)

@@ -11,7 +11,6 @@ The three take one set of options (``RunOptions``). What executes a run is an
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import dataclasses
 import json
@@ -47,10 +46,6 @@ __all__ = [
     "Workflow", "check_journal", "check_payload", "default_pool", "fetch_run", "journaled_clock",
     "new_run_id", "run", "run_async", "start",
 ]
-
-#: Ticks this often while a run is awaited so a kernel interrupt lands promptly (the
-#: notes: an idle loop otherwise did not see ipykernel's task cancel for ~29 s).
-_WAKE_INTERVAL = 0.1
 
 #: The engines a run can execute on (spec §9), by the name ``engine=`` takes: the one
 #: declaration of the engines' names. ``%%woml --engine``'s choices and ``Woml.engine``'s
@@ -322,20 +317,9 @@ async def run_async(
     if runner.is_current():
         return await _execute(text_or_workflow, payload, opts, None)
     handle = _submit(text_or_workflow, payload, opts)
-    # ipykernel turns Ctrl-C in an `await` cell into a cancel of the cell's task that
-    # does not wake an idle loop (shared/notes): tick while we wait so it lands.
-    waker = asyncio.ensure_future(_wake_periodically())
-    try:
-        return await asyncio.shield(handle._need_task().wait_async())
-    except asyncio.CancelledError:
-        handle.cancel()
-        with contextlib.suppress(BaseException):
-            await handle._need_task().wait_async()
-        raise
-    finally:
-        waker.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await waker
+    # The one awaiting wait (runloop): ipykernel's Ctrl-C in an `await` cell is a cancel
+    # that does not wake an idle loop; the wait ticks so it lands.
+    return await handle._need_task().wait_cancellably(handle.cancel)
 
 
 def _start(caller: str, text_or_workflow: str | Workflow, payload: Any,
@@ -354,7 +338,3 @@ def _submit(text_or_workflow: str | Workflow, payload: Any, opts: _Options) -> R
     handle._attach(run_loop().submit(_execute(text_or_workflow, payload, opts, handle)))
     return handle
 
-
-async def _wake_periodically() -> None:
-    while True:
-        await asyncio.sleep(_WAKE_INTERVAL)

@@ -22,9 +22,6 @@ from .runloop import RunTask, run_loop
 
 S = TypeVar("S", bound=EventSink)
 
-#: How long an interrupted caller waits for the run to record its ``interrupted`` attempt.
-STOP_WAIT_S = 10.0
-
 
 class RunHandle:
     """A run going on in the background on the run loop (spec §7: ``wm.start``)."""
@@ -156,13 +153,8 @@ class RunHandle:
         On ``KeyboardInterrupt`` (a kernel interrupt) the running attempt ends
         ``interrupted``; this waits until that is recorded, then re-raises (spec §6.1).
         """
-        task = self._need_task()
-        try:
-            return task.wait(timeout)
-        except KeyboardInterrupt:
-            self.cancel("interrupted")
-            task.wait(STOP_WAIT_S)
-            raise
+        return self._need_task().wait_interruptibly(lambda: self.cancel("interrupted"),
+                                                    timeout)
 
     def wait_interruptibly(self) -> Run:
         """Block until the run ends and return it; a kernel interrupt ends the running

@@ -9,7 +9,12 @@ the cell's thread only *waits* for a run that executes on this loop:
 
 - a blocking wait on a lock is interrupted by SIGINT, so a kernel interrupt reaches the
   cell as ``KeyboardInterrupt`` at once; the caller then stops the run's task here
-  (its attempt ends ``interrupted``) and waits until the books are closed;
+  (its attempt ends ``interrupted``) and waits until the books are closed
+  (``RunTask.wait_interruptibly``, the one blocking wait of ``run`` and ``lab``);
+- an ``await`` from another loop ticks that loop while it waits, so a cancel that does
+  not wake an idle loop (ipykernel's Ctrl-C in an ``await`` cell) lands
+  (``RunTask.wait_cancellably``, the one awaiting wait of ``run_async`` and
+  ``lab_async``);
 - widget updates and display updates are sent from this thread (ipykernel's IOPub is
   thread-safe), so a foreground run's timeline is live while its cell blocks;
 - every task runs in a copy of the submitting thread's ``contextvars`` context, so
@@ -22,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import contextvars
 import threading
 from collections.abc import Callable, Coroutine
@@ -30,6 +36,16 @@ from typing import Any, Generic, TypeVar
 T = TypeVar("T")
 
 _THREAD_NAME = "woml-run-loop"
+
+#: How long a stopped caller waits for the task to close its books (a run records its
+#: attempt ``interrupted`` or ``cancelled``, a lab ends every client's run) before it
+#: raises anyway.
+STOP_WAIT_S = 10.0
+
+#: While a task is awaited from another loop, that loop wakes this often, so a cancel
+#: that does not wake an idle loop lands (shared notes: ipykernel's Ctrl-C in an
+#: ``await`` cell otherwise took ~29 s, or was lost).
+WAKE_INTERVAL_S = 0.1
 
 
 class RunLoop:
@@ -139,6 +155,42 @@ class RunTask(Generic[T]):
     async def wait_async(self) -> T:
         """Await the task from another event loop."""
         return await asyncio.wrap_future(self.future)
+
+    def wait_interruptibly(self, stop: Callable[[], object],
+                           timeout: float | None = None) -> bool:
+        """Block until the task ends, at most ``timeout`` seconds; whether it ended.
+
+        A ``KeyboardInterrupt`` (Ctrl-C, a kernel interrupt) calls ``stop`` (which
+        cancels the task, saying why), waits up to ``STOP_WAIT_S`` for the task to end,
+        and is re-raised (spec §6.1).
+        """
+        try:
+            return self.wait(timeout)
+        except KeyboardInterrupt:
+            stop()
+            self.wait(STOP_WAIT_S)
+            raise
+
+    async def wait_cancellably(self, stop: Callable[[], object]) -> T:
+        """Await the task's value from another event loop, waking that loop every
+        ``WAKE_INTERVAL_S`` (module docstring). Cancelling the awaiting task calls
+        ``stop``, waits up to ``STOP_WAIT_S`` for the task to end, and re-raises."""
+        waker = asyncio.ensure_future(_wake_periodically())
+        try:
+            return await asyncio.shield(self.wait_async())
+        except asyncio.CancelledError:
+            stop()
+            await asyncio.wait([asyncio.ensure_future(self.wait_async())], timeout=STOP_WAIT_S)
+            raise
+        finally:
+            waker.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await waker
+
+
+async def _wake_periodically() -> None:
+    while True:
+        await asyncio.sleep(WAKE_INTERVAL_S)
 
 
 _default: RunLoop | None = None

@@ -26,8 +26,6 @@ engine loads on the first lab.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import dataclasses
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -162,12 +160,7 @@ def lab(
             "woml_magic.lab.lab_async(...) there instead"
         )
     task = loop.submit(_lab(plan))
-    try:
-        task.wait()
-    except KeyboardInterrupt:
-        task.cancel()
-        task.wait(10.0)
-        raise
+    task.wait_interruptibly(task.cancel)  # the one blocking wait (runloop)
     return task.result()
 
 
@@ -183,13 +176,7 @@ async def lab_async(
     if loop.is_current():
         return await _lab(plan)
     task = loop.submit(_lab(plan))
-    try:
-        return await asyncio.shield(task.wait_async())
-    except asyncio.CancelledError:
-        task.cancel()
-        with contextlib.suppress(BaseException):
-            await task.wait_async()
-        raise
+    return await task.wait_cancellably(task.cancel)  # the one awaiting wait (runloop)
 
 
 def _plan(text_or_workflow: str | Workflow, clients: int, options: dict[str, Any]) -> _Plan:

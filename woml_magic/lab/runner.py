@@ -3,8 +3,8 @@
 Each client is a real run — its scripts in the QuickJS worker, the same ``Engine``
 and ``AttemptRunner``, the same outcome rules (spec §3.2) — with its own ``Run`` (id
 ``lab-<seed>-<n>``, so its idempotency keys are §3.5's) and its own view of one
-``LabClock`` that every client shares. A client's ``services.http.request`` is
-performed by the lab's one ``HttpService`` (``lab_http``): answered by the server model
+lab clock (``labclock.lab_clock``) that every client shares. A client's
+``services.http.request`` is performed by the lab's one ``HttpService`` (``lab_http``): answered by the server model
 in-process (its transport, ``ModelTransport``: no socket), or, against the demo API,
 sent over HTTP to 127.0.0.1.
 
@@ -21,7 +21,7 @@ the clock), the lab clock's ``on_idle`` does the first of
 
 Between two settled steps scripts run concurrently on the warm workers, but nothing
 they do is decided until the next step, and every decision depends only on what the
-clients did, never on which process answered first. ``LabClock`` does not move while
+clients did, never on which process answered first. The lab clock does not move while
 real work happens: script execution costs no simulated time in a lab (unlike the
 plain simulated clock, spec §5.1), so how fast this machine is changes nothing.
 
@@ -29,10 +29,10 @@ The model's answers reach the script at the instant of the request (the model's
 ``latency`` is the model path's, ``simulate``): a script waiting on simulated time
 holds a real worker, and with every worker held the clients still waiting for one
 would start late. Such late starts (scripts that ``services.sleep``) are counted
-(``LabClock.late``). A script that keeps the clock still for ``STALL_S`` seconds of
+(``ClientsRun.late``). A script that keeps the clock still for ``STALL_S`` seconds of
 real time (an endless loop, a request the demo API never answers) lets the lab move
 on around it, so its step's timeout can end it; such a lab is no longer
-deterministic, and says so (``LabClock.stalls``).
+deterministic, and says so (``SimulatedClock.stalls``).
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ from ..engine import AttemptRunner, Engine, EngineConfig, check_scripts
 from ..events import Event
 from ..model import Run, Workflow
 from ..services import RunServices
-from .labclock import CLIENT, DEFAULT_WORKERS, ClientClock, LabClock, LabPool, stream
+from .labclock import CLIENT, DEFAULT_WORKERS, LabPool, lab_clock, stream
 from .model_http import LabServer, ModelExchange, json_copy, lab_http
 
 
@@ -73,7 +73,7 @@ class ClientsRun:
 
     ``late``: attempts that waited for a worker while the clock moved on (every worker
     was held by a script waiting on the clock); ``stalls``: times the clock moved on
-    before the lab had settled (``LabClock.stalls``; then the lab is not
+    before the lab had settled (the clock's ``stalls``; then the lab is not
     deterministic); ``seconds``: the real time it took.
     """
 
@@ -129,7 +129,7 @@ async def run_clients(
     """
     began = time.perf_counter()
     config = config or EngineConfig()
-    clock = LabClock()
+    clock = lab_clock()
     pool = LabPool(workers, stream(seed, "workers"))
     pool.on_change = clock.kick
     exchange = (ModelExchange(server, clock, stream(seed, "server-order"))
@@ -148,7 +148,7 @@ async def run_clients(
         async def one(client: ClientRun) -> None:
             CLIENT.set(client.client)
             await clock.sleep(client.start)
-            view = ClientClock(clock, client.start)
+            view = clock.view(client.start)
             services = RunServices(view, config, http=http)
 
             def attempts(r: Run, c: Clock, emit: Callable[[Event], None]) -> AttemptRunner:

@@ -98,7 +98,9 @@ CAPTURE: dict[tuple[str, str], list[dict[str, Any]]] = {}
 
 
 class WorkflowClock(Clock):
-    """The run's clock inside the workflow: Temporal's deterministic time (spec §5.1).
+    """The run's clock inside the workflow: Temporal's deterministic time (spec §5.1),
+    behind the one ``Clock`` interface (Temporal keeps the timers; ``clock.py`` says why
+    this is no second virtual clock).
 
     ``now`` counts from the workflow's start (plus, for a resumed run, where its clock
     stood); ``sleep`` is a durable timer with a summary that reads like the timeline.
