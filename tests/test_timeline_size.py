@@ -198,3 +198,136 @@ def test_a_big_timelines_steps_get_their_details_when_they_come_into_view(
     assert order.index("woml-policy-targets") < order.index(
         "woml-attempt-details woml-outcome-threw"
     )
+
+
+# --- a big run's picture: compact, its live drawing as data (spec §6.5) ------------
+
+SVG_NS = "{http://www.w3.org/2000/svg}"
+PAINT = ("fill", "fill-opacity", "stroke", "stroke-width", "stroke-dasharray", "font-size",
+         "font-weight", "font-style", "text-anchor")
+GEOMETRY = ("x", "y", "width", "height", "rx", "x1", "y1", "x2", "y2", "points")
+
+
+def picture_svg(saved: str) -> str:
+    found = re.search(r'<img class="woml-picture"[^>]*src="data:image/svg\+xml;base64,([^"]+)"',
+                      saved)
+    assert found is not None
+    return base64.b64decode(found.group(1)).decode("utf-8")
+
+
+def drawing_data(saved: str) -> str | None:
+    found = re.search(
+        r'<script type="application/gzip" class="woml-drawing-data">([A-Za-z0-9+/=]+)</script>',
+        saved,
+    )
+    return None if found is None else gzip.decompress(base64.b64decode(found.group(1))).decode()
+
+
+def numbers(value: str) -> tuple[float | str, ...]:
+    """An attribute's numbers (``540.0`` and ``540`` alike), or its words (``100%``)."""
+    parts = re.split(r"[\s,]+", value.strip())
+    try:
+        return tuple(float(p) for p in parts)
+    except ValueError:
+        return (value,)
+
+
+def drawn(svg: str) -> list[tuple[str, dict[str, str], tuple[Any, ...], str]]:
+    """What ``svg`` paints, element by element in paint order: tag, paint (attributes,
+    or a class of the SVG's own ``<style>``, over the drawing's inherited font size),
+    geometry as numbers, and the words of a text (a tooltip's are not painted)."""
+    root = etree.fromstring(svg.encode())
+    rules: dict[str, dict[str, str]] = {}
+    for style in root.iter(f"{SVG_NS}style"):
+        for name, body in re.findall(r"\.([\w-]+)\{([^}]*)\}", style.text or ""):
+            rules[name] = dict(part.split(":", 1) for part in body.split(";"))
+    out = []
+    for el in root.iter(etree.Element):
+        tag = etree.QName(el).localname
+        if tag in ("svg", "g", "title", "style", "defs", "pattern") or el.getparent().tag == (
+            f"{SVG_NS}pattern"
+        ):
+            continue
+        if tag == "rect" and el.get("fill") == "transparent" and el.get("stroke") is None:
+            continue  # paints nothing
+        if tag == "line" and (el.get("x1"), el.get("y1")) == (el.get("x2"), el.get("y2")):
+            continue
+        paint = {n: el.get(n) for n in PAINT if el.get(n) is not None}
+        for cls in (el.get("class") or "").split():
+            paint.update(rules.get(cls, {}))
+        paint.setdefault("font-size", root.get("font-size"))
+        geometry = tuple((n, numbers(v)) for n in GEOMETRY if (v := el.get(n)) is not None)
+        words = (el.text or "") + "".join(child.tail or "" for child in el)
+        out.append((tag, paint, geometry, words))
+    return out
+
+
+def test_a_big_saved_timelines_picture_paints_what_its_live_drawing_paints(
+    defer_all: None,
+) -> None:
+    saved = interactive_html(hostile_run())
+    live = drawing_data(saved)
+    assert live is not None
+    assert 'class="woml-svg"' in live
+    picture = picture_svg(saved)
+    # The same shapes and words, in the same order, in the same colours and places:
+    assert drawn(picture)[1:] == drawn(live)  # [0]: the picture's own background
+    assert drawn(picture)[0][1]["fill"] == "#ffffff"
+    # ... without what only the live drawing uses, and smaller for it.
+    root = etree.fromstring(picture.encode())
+    assert [t.getparent() for t in root.iter(f"{SVG_NS}title")] == [root]  # no tooltips
+    names = {n for el in root.iter(etree.Element) for n in el.attrib}
+    assert not {n for n in names if n.startswith("data-")}
+    assert not names & {"tabindex", "role", "aria-label"}
+    assert list(root.iter(f"{SVG_NS}g")) == []
+    assert len(picture) < 0.6 * len(live)
+
+
+def test_a_big_saved_timelines_live_drawing_is_the_one_it_would_show_inline(
+    defer_all: None,
+) -> None:
+    run = hostile_run()
+    live = drawing_data(interactive_html(run))
+    assert live is not None
+    inline = etree.fromstring(render_html(run).encode())
+    (svg,) = by_class(inline, "woml-svg")
+    # Only the pattern ids differ: they carry each output's own root id.
+    same = re.sub(r"woml-tl-[0-9a-f]+", "ID", etree.tostring(svg, encoding="unicode"))
+    assert re.sub(r"woml-tl-[0-9a-f]+", "ID", live) == same
+
+
+def test_a_small_saved_timelines_picture_is_its_live_drawing() -> None:
+    saved = interactive_html(hostile_run())
+    assert drawing_data(saved) is None
+    picture = picture_svg(saved)
+    assert 'class="woml-svg"' in picture
+    assert "<title>" in picture
+    assert "data-step=" in picture
+
+
+@pytest.mark.browser
+def test_a_big_saved_timeline_shows_its_live_drawing_where_scripts_run(
+    open_page: Any, defer_all: None
+) -> None:
+    saved = interactive_html(hostile_run())
+    page = open_page(saved)
+    page.wait_for_function("() => document.querySelector('.woml-timeline')._womlTimeline")
+    assert page.query_selector("img.woml-picture") is None
+    assert page.query_selector(".woml-shared-note") is None
+    live = etree.fromstring(drawing_data(saved).encode())  # type: ignore[union-attr]
+    tips = [t.text for t in live.iter(f"{SVG_NS}title")]
+    assert page.eval_on_selector_all(".woml-timeline svg.woml-svg title",
+                                     "ts => ts.map(t => t.textContent)") == tips
+    assert page.query_selector("svg.woml-svg > rect.woml-picture-bg") is None
+
+
+@pytest.mark.browser
+def test_a_big_saved_timeline_keeps_its_picture_where_the_page_cannot_gunzip(
+    open_page: Any, defer_all: None
+) -> None:
+    page = open_page("<script>delete window.DecompressionStream;</script>"
+                     + interactive_html(hostile_run()))
+    page.wait_for_function("() => document.querySelector('.woml-timeline')._womlTimeline")
+    assert page.eval_on_selector("img.woml-picture", "i => i.complete && i.naturalWidth > 0")
+    assert page.query_selector(".woml-shared-note") is not None
+    assert page.query_selector("svg.woml-svg") is None

@@ -4,9 +4,9 @@ Each client is a real run — its scripts in the QuickJS worker, the same ``Engi
 and ``AttemptRunner``, the same outcome rules (spec §3.2) — with its own ``Run`` (id
 ``lab-<seed>-<n>``, so its idempotency keys are §3.5's) and its own view of one
 lab clock (``labclock.lab_clock``) that every client shares. A client's
-``services.http.request`` is performed by the lab's one ``HttpService`` (``lab_http``): answered by the server model
-in-process (its transport, ``ModelTransport``: no socket), or, against the demo API,
-sent over HTTP to 127.0.0.1.
+``services.http.request`` is performed by the lab's one ``HttpService``
+(``lab_http``): answered by the server model in-process (its transport,
+``ModelTransport``: no socket), or, against the demo API, sent over HTTP to 127.0.0.1.
 
 Deterministic from the seed. The lab moves in *settled steps*: whenever no script is
 running and the event loop is idle (every client waits on a worker, the server or

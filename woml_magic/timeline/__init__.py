@@ -18,12 +18,14 @@ draws them with ``placement`` (bars and labels), in the sizes of ``geometry``; e
 outcome's colour and pattern is in ``outcome_styles``, calls and errors in words in
 ``verdicts``. ``text`` writes the plain-text table; ``html`` the page, around ``svg``
 (the drawing) and ``details`` (the details panel), in the colours of ``theme``, with
-``markup`` escaping what it shows. ``lineage`` reads a step's key lineage (spec §10.3:
-what the server did with every request that carried the step's key), shown in the
-details panel and the text table, and on its own by ``lineage_table`` (with a server's
-ledger, ``ledger_line``). ``image`` makes the drawing an image for slides (``Run.to_svg``,
-``Run.save``: a standalone SVG in a theme of ``theme.PALETTES``, or a PNG); it loads
-only when a run is saved, and its rasterizer (the ``png`` extra) only for a PNG.
+``markup`` escaping what it shows; a saved output's drawing is ``picture``'s image (a
+big run's compact, with its live drawing as data). ``lineage`` reads a step's key
+lineage (spec §10.3: what the server did with every request that carried the step's
+key), shown in the details panel and the text table, and on its own by
+``lineage_table`` (with a server's ledger, ``ledger_line``). ``image`` makes the
+drawing an image for slides (``Run.to_svg``, ``Run.save``: a standalone SVG in a theme
+of ``theme.PALETTES``, or a PNG); it loads only when a run is saved, and its rasterizer
+(the ``png`` extra) only for a PNG.
 """
 
 from __future__ import annotations

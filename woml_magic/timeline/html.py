@@ -56,6 +56,10 @@ A saved timeline (``as_picture``) of more than ``DEFER_DETAILS_AT`` attempts kee
 (one summary line per attempt, what a reader without scripts gets), and the root ends
 with ``script.woml-details-data`` (``details_data``), from which the script puts a
 step's ``details`` in when the step comes near the view or an attempt is selected.
+Its picture is also ``picture.compact_svg`` of the drawing (no tooltips, ``data-*``,
+classes or roles: what an image never uses), and the drawing itself comes after the
+panel as ``script.woml-drawing-data`` (``picture.drawing_data``: gzipped), which the
+script decodes in the picture's place.
 
 Colours follow JupyterLab's theme (``--jp-*`` variables, with fallbacks) through the
 scoped ``<style>``; every element also carries presentation attributes (``fill=…``) so
@@ -84,8 +88,9 @@ from .details import step_details_html
 from .layout import compute_layout
 from .markup import data_time, esc
 from .outcome_styles import BAR_TEXT
+from .picture import drawing_data, picture
 from .svg import render_svg
-from .theme import BACKGROUND, var
+from .theme import var
 
 #: spec §6.5: what a saved output says where its picture shows instead of the live
 #: drawing (an untrusted notebook, GitHub, nbviewer, a sanitized export).
@@ -97,12 +102,9 @@ SHARED_NOTE = (
 )
 #: A saved timeline (``as_picture``) of more attempts than this keeps their details as
 #: data, made into the details panel where and when the page needs them (issue 21: a
-#: 1,000-step run's panel was 5.9 MB of markup the browser parsed and laid out at once).
+#: 1,000-step run's panel was 5.9 MB of markup the browser parsed and laid out at once),
+#: and a compact picture with its live drawing as data (``picture``: 4.2 MB → 1.4 MB).
 DEFER_DETAILS_AT = 200
-#: The picture's own background: as an <img> the SVG cannot see the page's theme, so
-#: its fallback colours (dark text) sit on white, readable on a dark page too.
-PICTURE_BG = BACKGROUND
-
 
 def scoped_style(r: str = ".woml-timeline") -> str:
     """The scoped rules. Selectors start at the root ``r`` (``.woml-timeline``; the key
@@ -183,34 +185,6 @@ def scoped_style(r: str = ".woml-timeline") -> str:
     return "<style>" + "".join(rules) + "</style>"
 
 
-def picture(svg: str, alt: str) -> str:
-    """The drawing as an ``img.woml-picture`` whose ``src`` is the SVG as a base64 data
-    URI (spec §6.5): sanitizers that strip inline SVG, ``<style>`` and ``<script>``
-    (JupyterLab's for an untrusted notebook) keep an image, so a shared notebook still
-    shows the timeline, not its labels run together. The script turns it back into the
-    inline SVG wherever it runs (``timeline.js``, ``adoptPicture``)."""
-    opened = svg.index(">") + 1
-    backed = (
-        svg[:opened] + f'<rect class="woml-picture-bg" width="100%" height="100%"'
-        f' fill="{PICTURE_BG}"/>' + svg[opened:]
-    )
-    size = " ".join(f'{name}="{value}"' for name, value in _svg_size(svg))
-    data = base64.b64encode(backed.encode("utf-8")).decode("ascii")
-    return (
-        f'<img class="woml-picture" {size} style="max-width:100%;height:auto"'
-        f' alt="{esc(alt)}" src="data:image/svg+xml;base64,{data}"/>'
-    )
-
-
-def _svg_size(svg: str) -> list[tuple[str, str]]:
-    head = svg[: svg.index(">")]
-    return [
-        (name, head.split(f' {name}="', 1)[1].split('"', 1)[0])
-        for name in ("width", "height")
-        if f' {name}="' in head
-    ]
-
-
 def render_html(run: Run, *, now: float | None = None, as_picture: bool = False) -> str:
     """The static timeline of ``run``: header, SVG lanes and per-attempt details (spec
     §6.3), in the DOM described in the module docstring.
@@ -218,10 +192,12 @@ def render_html(run: Run, *, now: float | None = None, as_picture: bool = False)
     ``now`` is the current time on the run's clock for a live run (running attempts
     are drawn up to it, a live wait counts down from it); default: the latest event.
     ``as_picture`` draws the lanes as ``picture`` with ``p.woml-shared-note`` after the
-    header, for a saved output (spec §6.5); the script makes it live again.
+    header, for a saved output (spec §6.5); the script makes it live again (a big one,
+    ``DEFER_DETAILS_AT``, from ``picture.drawing_data``).
     """
     layout = compute_layout(run, now=now)
     rid = f"woml-tl-{secrets.token_hex(6)}"
+    big = as_picture and sum(len(sr.attempts) for sr in run.steps.values()) > DEFER_DETAILS_AT
     svg = render_svg(layout, rid)
     end = run.ended_at if run.ended_at is not None else layout.now
     parts = [
@@ -240,18 +216,18 @@ def render_html(run: Run, *, now: float | None = None, as_picture: bool = False)
         + "</div>",
         *([f'<p class="woml-shared-note">{esc(SHARED_NOTE)}</p>'] if as_picture else []),
         f'<div class="woml-scroll" style="overflow-x:auto">'
-        f"{picture(svg, f'timeline of run {layout.run_id}') if as_picture else svg}</div>",
+        f"{picture(svg, f'timeline of run {layout.run_id}', compact=big) if as_picture else svg}"
+        "</div>",
         '<div class="woml-replay"></div>',
         '<div class="woml-steps">',
     ]
     shown: dict[RetryPolicy, str] = {}  # a policy's translations once per page
-    attempts = sum(len(sr.attempts) for sr in run.steps.values())
-    deferred: dict[str, str] | None = (
-        {} if as_picture and attempts > DEFER_DETAILS_AT else None
-    )
+    deferred: dict[str, str] | None = {} if big else None
     for lane in layout.lanes:
         parts.extend(step_details_html(run, lane, shown, deferred))
     parts.append("</div>")
+    if big:
+        parts.append(drawing_data(svg))
     if deferred is not None:
         parts.append(details_data(deferred))
     parts.append("</div>")

@@ -26,6 +26,7 @@ from ..model import Run
 from .axis import format_time
 from .geometry import text_width
 from .layout import TimelineLayout, compute_layout
+from .picture import INTERACTIVE
 from .svg import render_svg
 from .theme import GRID, PALETTES, TEXT, TEXT_MUTED, Palette
 
@@ -58,8 +59,6 @@ _SVG_NS = "http://www.w3.org/2000/svg"
 #: Children of ``<svg>`` that are not drawn: they stay first, the title foremost (as
 #: assistive technology expects).
 _NOT_DRAWN = (f"{{{_SVG_NS}}}title", f"{{{_SVG_NS}}}defs")
-#: Attributes only the live timeline uses: an image has no buttons to focus.
-_INTERACTIVE = ("tabindex", "role")
 _PNG_EXTRA = 'pip install "woml-magic[png]"'
 
 
@@ -87,7 +86,7 @@ def to_svg(run: Run, *, theme: str = "light", header: bool = True) -> str:
             if value in recolour:
                 el.set(name, recolour[value])
         if el is not root:
-            for name in _INTERACTIVE:
+            for name in INTERACTIVE:  # an image has no buttons to focus
                 if name in el.attrib:
                     del el.attrib[name]
     root.set("role", "img")

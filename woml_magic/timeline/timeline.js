@@ -225,19 +225,32 @@ const womlTimeline = (() => {
     return bytes;
   }
 
+  /** The text of gzipped base64 `text` (a promise; `DecompressionStream` streams it). */
+  async function gunzipText(text) {
+    const stream = new Blob([base64Bytes(text.trim())]).stream()
+      .pipeThrough(new DecompressionStream("gzip"));
+    return new Response(stream).text();
+  }
+
   /** A saved output carries its drawing as a picture (spec §6.5): `img.woml-picture`,
    * the SVG as a base64 data URI, which survives where inline SVG, styles and scripts
    * are stripped. Where this script runs, the picture becomes the inline SVG again
-   * (theme colours, selectable attempts) and the note on how to get that view goes. */
-  function adoptPicture(root) {
+   * (theme colours, selectable attempts) and the note on how to get that view goes.
+   * `markup` is that SVG, by default the picture's own; a big run's picture is a
+   * compact image without what the live drawing needs (`picture.compact_svg`), which
+   * then comes from `script.woml-drawing-data` (`drawingOf`). */
+  function adoptPicture(root, markup) {
     const img = root.querySelector("img.woml-picture");
     if (img === null) return;
-    const src = img.getAttribute("src") || "";
     let svg = null;
     try {
-      const bytes = base64Bytes(src.slice(src.indexOf(",") + 1));
+      let text = markup;
+      if (text === undefined) {
+        const src = img.getAttribute("src") || "";
+        text = new TextDecoder().decode(base64Bytes(src.slice(src.indexOf(",") + 1)));
+      }
       const holder = document.createElement("div");
-      holder.innerHTML = new TextDecoder().decode(bytes);
+      holder.innerHTML = text;
       svg = holder.querySelector("svg.woml-svg");
     } catch (_) {
       return; // not our picture: leave it as it is
@@ -247,6 +260,16 @@ const womlTimeline = (() => {
     if (bg !== null) bg.remove(); // inline, the page's theme is the background
     img.replaceWith(svg);
     for (const note of root.querySelectorAll(".woml-shared-note")) note.remove();
+  }
+
+  /** A promise of the live drawing's markup for a root whose picture is compact (its
+   * `script.woml-drawing-data`, `picture.drawing_data`), or null: the picture is the
+   * drawing, or this page cannot gunzip (the picture then stays). */
+  function drawingOf(root) {
+    const data = root.querySelector(":scope > script.woml-drawing-data");
+    if (data === null || root.querySelector("img.woml-picture") === null) return null;
+    if (typeof DecompressionStream !== "function") return null;
+    return gunzipText(data.textContent);
   }
 
   class Timeline {
@@ -1179,11 +1202,7 @@ const womlTimeline = (() => {
       p.remove();
       return true;
     };
-    const decode = async () => {
-      const bytes = base64Bytes(data.textContent.trim());
-      const stream = new Blob([bytes]).stream().pipeThrough(new DecompressionStream("gzip"));
-      return JSON.parse(await new Response(stream).text());
-    };
+    const decode = async () => JSON.parse(await gunzipText(data.textContent));
     const load = () => {
       if (loading !== null) return;
       loading = decode()
@@ -1234,10 +1253,22 @@ const womlTimeline = (() => {
   /** The inline script's entry: its root is the element just before it, or failing
    * that (a front end that moved the script) the element with the embedded id. */
   function fromScript(script, id) {
-    const start = (root) => {
+    const begin = (root) => {
       const ctl = attach(root);
       if (ctl !== null) deferDetails(root);
       return ctl;
+    };
+    // A compact picture: the live drawing is decoded first (a few ms; the picture
+    // shows meanwhile), then attached (null returned: not attached yet).
+    const start = (root) => {
+      const drawing = root instanceof Element && !root._womlTimeline && !root._womlDrawing
+        ? drawingOf(root)
+        : null;
+      if (drawing === null) return root && root._womlDrawing ? null : begin(root);
+      root._womlDrawing = drawing
+        .then((markup) => adoptPicture(root, markup), () => undefined)
+        .then(() => begin(root));
+      return null;
     };
     const before = script ? script.previousElementSibling : null;
     if (before && before.classList && before.classList.contains("woml-timeline")) {
