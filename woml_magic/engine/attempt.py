@@ -63,7 +63,8 @@ class AttemptRunner:
         self._config = config
         self._services = services if services is not None else RunServices(
             clock, limits=config.limits, redact_headers=config.redact_headers,
-            http_allow=config.http_allow, secrets=config.secrets, faults=config.faults)
+            http_allow=config.http_allow, secrets=config.secrets, faults=config.faults,
+            cassette=config.cassette)
         self._emit = emit
         self._payload_text: str | None = None  # the payload's JSON text, encoded once
 
@@ -84,7 +85,7 @@ class AttemptRunner:
         scope = CallScope(run_id=run.id, step_id=step.id, attempt_number=number,
                           step_calls=calls, emit=self._emit, now=self._clock.now,
                           busy=self._clock.busy, sleep=self._clock.sleep,
-                          durable=self._durable)
+                          durable=self._durable, step_key=key)
         activity = Activity(self._clock)
 
         async def call(name: str, args: list[Any]) -> Any:

@@ -38,6 +38,7 @@ from .. import __version__
 from ..errors import ServiceRejection
 from ..events import CallFinished
 from ..limits import DEFAULT_MAX_JSON_DEPTH, DEFAULT_MAX_RESPONSE_BYTES, DEFAULT_TIMEOUT_S
+from .cassette import CALL, Call, Cassette, RecordingTransport, ReplayTransport, Unmatched
 from .faults import CallFaults, Fault
 from .http_body import ACCEPT_ENCODING, BodyTooLarge, UnsupportedEncoding, read_body
 from .http_outcome import (
@@ -157,6 +158,9 @@ class HttpService:
     ``client``: an ``httpx.AsyncClient`` to use instead of creating one; the caller
     then owns it and ``aclose`` leaves it open. ``secrets``: the values references in
     requests stand for (spec §10.1). ``faults``: injected faults (spec §10.2).
+    ``cassette``: record every call into it, or answer every call from it with no
+    network (spec §10.4); it sits under the client as its transport, so everything
+    above (the allow-list, faults, caps, scrubbing) acts on a replay as on a live call.
     """
 
     def __init__(
@@ -170,6 +174,7 @@ class HttpService:
         max_json_depth: int = DEFAULT_MAX_JSON_DEPTH,
         secrets: Secrets | None = None,
         faults: Iterable[Fault] = (),
+        cassette: Cassette | None = None,
     ) -> None:
         self.secrets = secrets if secrets is not None else Secrets()
         self.faults = tuple(faults)
@@ -181,7 +186,18 @@ class HttpService:
         self.max_response_bytes = max_response_bytes
         self.max_json_depth = max_json_depth
         self._owns_client = client is None
+        self.cassette = cassette
+        transport: httpx.AsyncBaseTransport | None = None
+        if cassette is not None and cassette.replaying:
+            transport = ReplayTransport(cassette)
+        elif cassette is not None:
+            # A transport given to the client replaces the one verify= and trust_env=
+            # would configure, so the recorder's own is configured the same way.
+            transport = RecordingTransport(
+                httpx.AsyncHTTPTransport(verify=_tls_context(), trust_env=False),
+                cassette, max_response_bytes)
         self._client = client or httpx.AsyncClient(
+            transport=transport,
             trust_env=False,
             follow_redirects=False,
             verify=_tls_context(),
@@ -261,11 +277,19 @@ class HttpService:
             return {**stored, "replayed": True}
 
         await faults.before_send(req, scope.sleep, finish, self.redact)
+        # What a cassette keeps of the call, made before anything is sent (spec §10.4).
+        extensions = None if self.cassette is None else {CALL: self._call(req, scope)}
         if scope.durable is not None:
             await scope.durable(started)  # spec §5.2: recorded before the request leaves
         try:
             with scope.busy():
-                response, body = await self._send(req)
+                response, body = await self._send(req, extensions)
+        except Unmatched as exc:
+            # A replay with no recorded answer: nothing was sent, so not ambiguous; the
+            # message names the request and the nearest recorded one (spec §10.4).
+            message = f"{req.method} {req.shown_url}: {exc}"
+            finish(outcome="network-error", error=message)
+            raise ServiceRejection("NetworkError", message, {"unmatched": True}) from None
         except asyncio.CancelledError:
             # The attempt ended (timeout, cancel) with the request in flight: record it as
             # ambiguous, but never let a failing emit replace the cancellation.
@@ -321,7 +345,9 @@ class HttpService:
             scope.step_calls.reattach[req.name] = record
         return {"status": response.status_code, "headers": headers, "data": data, "replayed": False}
 
-    async def _send(self, req: HttpRequest) -> tuple[httpx.Response, bytes]:
+    async def _send(
+        self, req: HttpRequest, extensions: dict[str, Any] | None
+    ) -> tuple[httpx.Response, bytes]:
         """Send and read the body, at most ``max_response_bytes`` of it, counted after
         decompression while it streams (http_body.py)."""
         # The userinfo is in req.headers as Authorization already (http_request.py).
@@ -332,6 +358,7 @@ class HttpService:
             headers=list(req.headers),
             content=req.content,
             timeout=req.timeout,
+            extensions=extensions,
         ) as response:
             declared = response.headers.get("content-length", "")
             if declared.isdigit() and int(declared) > self.max_response_bytes:
@@ -343,6 +370,28 @@ class HttpService:
             except UnsupportedEncoding as exc:
                 raise _Unreadable(response, str(exc)) from None
         return response, body
+
+    def _call(self, req: HttpRequest, scope: CallScope) -> Call:
+        """What a cassette keeps of ``req``: the request as written (spec §10.4)."""
+        body = req.content
+        if body is not None and self.secrets:
+            # The body as sent, values scrubbed back to references: the display form's
+            # encoded references carry a nonce, so they differ from run to run.
+            try:
+                body = self.secrets.scrub(body.decode("utf-8")).encode("utf-8")
+            except UnicodeDecodeError:
+                if self.secrets.reveals(body.decode("latin-1")):
+                    raise ServiceRejection(
+                        "TypeError", f"{req.method} {req.shown_url}: a body that is not "
+                        "UTF-8 text holds a secret value, and a cassette cannot keep it "
+                        "without the value (spec §10.4)") from None
+        return Call(
+            method=req.method, url=req.shown_url,
+            headers=tuple(redact_headers(dict(req.shown_headers), self.redact).items()),
+            body=body, key=req.shown_idempotency, step_id=scope.step_id,
+            step_key=scope.step_key, name=req.name, redact=self.redact,
+            scrub=self.secrets.scrub if self.secrets else None,
+        )
 
     def _too_large(
         self, req: HttpRequest, response: httpx.Response, finish: Callable[..., None]

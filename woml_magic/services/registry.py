@@ -18,6 +18,7 @@ from .sleep import sleep_seconds
 
 if TYPE_CHECKING:
     from ..clock import Clock
+    from .cassette import Cassette
     from .faults import Fault
     from .http import HttpService
     from .scope import CallScope
@@ -50,6 +51,7 @@ class RunServices:
         secrets: Secrets | None = None,
         faults: tuple[Fault, ...] = (),
         http: Handler | None = None,
+        cassette: Cassette | None = None,
     ) -> None:
         """``http``: performs ``services.http.request`` instead of the run's
         ``HttpService`` (the lab's model server, spec §11: no socket); it takes the
@@ -60,6 +62,7 @@ class RunServices:
         self._http_allow = http_allow
         self._secrets = secrets
         self._faults = faults
+        self._cassette = cassette
         self._http: HttpService | None = None
         self.handlers: dict[str, Handler] = {
             "sleep": self._sleep,
@@ -108,5 +111,6 @@ class RunServices:
                 max_json_depth=self._limits.max_json_depth,
                 secrets=self._secrets,
                 faults=self._faults,
+                cassette=self._cassette,
             )
         return self._http
