@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, TypedDict
 from . import resume as resuming
 from .clock import CLOCKS, ClockKind, as_clock, make_clock
 from .engine import EngineConfig, LocalExecutor
-from .engine.config import Fault, Secrets, parse_faults
+from .engine.config import Cassette, Fault, Secrets, parse_faults
 from .errors import WomlError, WomlRunError, excerpt, one_of, quote
 from .events import EventSink
 from .executor import Executor
@@ -74,6 +74,12 @@ class RunOptions(TypedDict, total=False):
     # injected faults (spec §10.2): "CALL@ATTEMPT=KIND" strings or Fault objects, after
     # config.faults
     faults: Iterable[str | Fault]
+    # spec §10.4: write every managed call to this cassette file; record_mode says what
+    # to do when it exists ("new", the default, refuses; "overwrite"; "append")
+    record: str | os.PathLike[str] | None
+    record_mode: str
+    # spec §10.4: answer every managed call from this cassette file, with no network
+    replay: str | os.PathLike[str] | None
 
 
 @dataclass(frozen=True)
@@ -91,6 +97,9 @@ class _Options:
     temporal: TemporalOptions | str | dict[str, Any] | None = None
     secrets: Secrets | None = field(default=None, repr=False)
     faults: tuple[Fault, ...] = ()
+    record: str | os.PathLike[str] | None = None
+    record_mode: str | None = None
+    replay: str | os.PathLike[str] | None = None
 
     @classmethod
     def of(cls, caller: str, options: dict[str, Any]) -> _Options:
@@ -110,6 +119,17 @@ class _Options:
             raise WomlRunError(f"unknown engine {quote(opts.engine)}; use {one_of(ENGINES)}")
         if opts.temporal is not None and opts.engine != "temporal":
             raise WomlRunError("temporal= applies to engine='temporal' only")
+        if opts.record is not None and opts.replay is not None:
+            raise WomlRunError("record= and replay= exclude each other: a run records a "
+                               "cassette or replays one (spec §10.4)")
+        if opts.record_mode is not None and opts.record is None:
+            raise WomlRunError("record_mode= applies with record=FILE only (spec §10.4)")
+        if (opts.record is not None or opts.replay is not None) and opts.engine != "local":
+            raise WomlRunError(
+                "record= and replay= run on the local engine only: a Temporal activity "
+                "may run in another process, which cannot share the cassette file; "
+                "record with engine='local' (spec §10.4)"
+            )
         if opts.config is not None and not isinstance(opts.config, EngineConfig):
             raise WomlRunError(
                 f"config= takes a woml_magic.engine.EngineConfig, not"
@@ -239,8 +259,8 @@ async def _execute(
     """The run itself, on the run loop: check, open the journal, start or resume."""
     workflow = _as_workflow(text_or_workflow)
     executor = ENGINES[opts.engine](opts)
-    config = _config(opts)
     await executor.check(workflow)  # spec §2.3: nothing runs, nothing is journaled
+    config = _config(opts)  # after the check: a cassette to record is made here
     with _open_journal(opts.journal) as jr:
         # A resumed run keeps its id; ``run_id`` applies to a new run only (spec §5.3).
         run_id = None if opts.run_id is None or opts.resume is not None \
@@ -272,13 +292,19 @@ async def _execute(
 
 
 def _config(opts: _Options) -> EngineConfig:
-    """The run's ``EngineConfig``: ``config=`` with ``secrets=`` and ``faults=`` added."""
+    """The run's ``EngineConfig``: ``config=`` with ``secrets=`` and ``faults=`` added,
+    and the cassette of ``record=`` or ``replay=`` opened (spec §10.4)."""
     config = opts.config or EngineConfig()
     if opts.secrets:
         merged = opts.secrets if config.secrets is None else config.secrets.merged(opts.secrets)
         config = dataclasses.replace(config, secrets=merged)
     if opts.faults:
         config = dataclasses.replace(config, faults=(*config.faults, *opts.faults))
+    if opts.record is not None:
+        cassette = Cassette.record(opts.record, opts.record_mode or "new")
+        config = dataclasses.replace(config, cassette=cassette)
+    elif opts.replay is not None:
+        config = dataclasses.replace(config, cassette=Cassette.replay(opts.replay))
     return config
 
 

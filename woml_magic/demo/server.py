@@ -141,6 +141,10 @@ class DemoHandler(BaseHTTPRequestHandler):
     default_request_version = "HTTP/1.1"
     server_version = "woml-demo/1"
     sys_version = ""
+    # The status line and headers go out in one write and the body in another: with
+    # Nagle's algorithm the body then waits for the client's delayed ACK, ~40 ms a
+    # response on Linux (bench/cassette.py measured 58 ms a call, 0.7 ms without).
+    disable_nagle_algorithm = True
 
     @property
     def demo_server(self) -> DemoServer:

@@ -83,7 +83,7 @@ class AttemptRunner:
         scope = CallScope(run_id=run.id, step_id=step.id, attempt_number=number,
                           step_calls=calls, emit=self._emit, now=self._clock.now,
                           busy=self._clock.busy, sleep=self._clock.sleep,
-                          durable=self._durable)
+                          durable=self._durable, step_key=key)
         activity = Activity(self._clock)
 
         async def call(name: str, args: list[Any]) -> Any:

@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..limits import Limits
+from .cassette import Cassette
 from .faults import Fault
 from .secrets import Secrets
 
@@ -25,7 +26,9 @@ class EngineConfig:
     result's size, what may cross into the kernel (spec §4.5; ``woml_magic.limits``).
     ``secrets``: the values ``services.secret`` references stand for (spec §10.1); never
     in ``repr``, never compared, never sent to another engine's history. ``faults``:
-    injected faults (spec §10.2), from ``services.faults.parse_faults``.
+    injected faults (spec §10.2), from ``services.faults.parse_faults``. ``cassette``:
+    the cassette the run records its managed calls into or replays them from (spec
+    §10.4); a file's state, so never compared and never sent to another engine.
     """
 
     redact_headers: tuple[str, ...] = ()
@@ -33,3 +36,4 @@ class EngineConfig:
     limits: Limits = field(default_factory=Limits)
     secrets: Secrets | None = field(default=None, repr=False, compare=False)
     faults: tuple[Fault, ...] = ()
+    cassette: Cassette | None = field(default=None, repr=False, compare=False)

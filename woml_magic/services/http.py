@@ -43,6 +43,7 @@ from .. import __version__
 from ..errors import ServiceRejection
 from ..events import CallFinished, CallStarted
 from ..limits import DEFAULT_MAX_JSON_DEPTH, DEFAULT_MAX_RESPONSE_BYTES, DEFAULT_TIMEOUT_S
+from .cassette import CALL, Call, Cassette, RecordingTransport, ReplayTransport, Unmatched
 from .faults import CallFaults, Fault
 from .http_body import ACCEPT_ENCODING, BodyTooLarge, UnsupportedEncoding, read_body
 from .http_outcome import (
@@ -166,7 +167,10 @@ class HttpService:
     in flight holds a simulated clock still (real work, spec §5.1); False for a
     transport that answers on the run's clock itself. ``secrets``: the values
     references in requests stand for (spec §10.1). ``faults``: injected faults (spec
-    §10.2).
+    §10.2). ``cassette``: record every call into it, or answer every call from it with
+    no network (spec §10.4); it becomes the transport (a recording sends on through
+    ``transport`` or httpx's own), so every step above it — the allow-list, faults,
+    caps, scrubbing — acts on a replayed call as on a live one.
     """
 
     def __init__(
@@ -182,10 +186,17 @@ class HttpService:
         max_json_depth: int = DEFAULT_MAX_JSON_DEPTH,
         secrets: Secrets | None = None,
         faults: Iterable[Fault] = (),
+        cassette: Cassette | None = None,
     ) -> None:
-        if client is not None and transport is not None:
-            raise ValueError("give HttpService a client or a transport, not both: a "
-                             "client already has its transport")
+        if client is not None and (transport is not None or cassette is not None):
+            raise ValueError("give HttpService a client or a transport (or cassette), not "
+                             "both: a client already has its transport")
+        self.cassette = cassette
+        if cassette is not None and cassette.replaying:
+            transport = ReplayTransport(cassette)
+        elif cassette is not None:
+            inner = transport or httpx.AsyncHTTPTransport(verify=_tls_context(), trust_env=False)
+            transport = RecordingTransport(inner, cassette, max_response_bytes)
         self.secrets = secrets if secrets is not None else Secrets()
         self.faults = tuple(faults)
         if self.secrets:
@@ -289,9 +300,17 @@ class HttpService:
         req, scope = call.req, call.scope
         if scope.durable is not None:
             await scope.durable(call.started)  # spec §5.2: recorded before the request leaves
+        # What a cassette keeps of the call, made before anything is sent (spec §10.4).
+        kept = None if self.cassette is None else self._kept(call)
         try:
             with scope.busy() if self.holds_clock else contextlib.nullcontext():
-                return await self._send(call)
+                return await self._send(call, kept)
+        except Unmatched as exc:
+            # A replay with no recorded answer: nothing was sent, so not ambiguous; the
+            # message names the request and the nearest recorded one (spec §10.4).
+            message = f"{req.method} {req.shown_url}: {exc}"
+            call.finish(outcome="network-error", error=message)
+            raise ServiceRejection("NetworkError", message, {"unmatched": True}) from None
         except asyncio.CancelledError:
             # The attempt ended (timeout, cancel) with the request in flight: record it as
             # ambiguous, but never let a failing emit replace the cancellation.
@@ -352,7 +371,7 @@ class HttpService:
             call.scope.step_calls.reattach[req.name] = record
         return {"status": status, "headers": headers, "data": data, "replayed": False}
 
-    async def _send(self, call: _Call) -> tuple[httpx.Response, bytes]:
+    async def _send(self, call: _Call, kept: Call | None) -> tuple[httpx.Response, bytes]:
         """Send and read the body, at most ``max_response_bytes`` of it, counted after
         decompression while it streams (http_body.py)."""
         req = call.req
@@ -360,7 +379,7 @@ class HttpService:
         url = req.url.copy_with(username=None, password=None) if req.url.userinfo else req.url
         request = self._client.build_request(req.method, url, headers=list(req.headers),
                                              content=req.content, timeout=req.timeout,
-                                             extensions={CALL_EXTENSION: call.tag})
+                                             extensions={CALL_EXTENSION: call.tag, CALL: kept})
         if self._transport is not None:
             # The client's send loop would add nothing here (no auth, no redirects
             # followed, no cookies kept: see __init__) but its cost, which a lab pays on
@@ -381,6 +400,29 @@ class HttpService:
         finally:
             await response.aclose()
         return response, body
+
+    def _kept(self, call: _Call) -> Call:
+        """What a cassette keeps of a call: the request as written (spec §10.4)."""
+        req, scope = call.req, call.scope
+        body = req.content
+        if body is not None and self.secrets:
+            # The body as sent, values scrubbed back to references: the display form's
+            # encoded references carry a nonce, so they differ from run to run.
+            try:
+                body = self.secrets.scrub(body.decode("utf-8")).encode("utf-8")
+            except UnicodeDecodeError:
+                if self.secrets.reveals(body.decode("latin-1")):
+                    raise ServiceRejection(
+                        "TypeError", f"{req.method} {req.shown_url}: a body that is not "
+                        "UTF-8 text holds a secret value, and a cassette cannot keep it "
+                        "without the value (spec §10.4)") from None
+        return Call(
+            method=req.method, url=req.shown_url,
+            headers=tuple(redact_headers(dict(req.shown_headers), self.redact).items()),
+            body=body, key=req.shown_idempotency, step_id=scope.step_id,
+            step_key=scope.step_key, name=req.name, redact=self.redact,
+            scrub=self.secrets.scrub if self.secrets else None,
+        )
 
     def _too_large(
         self, req: HttpRequest, response: httpx.Response, finish: Callable[..., None]

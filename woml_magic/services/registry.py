@@ -103,5 +103,6 @@ class RunServices:
                 max_json_depth=config.limits.max_json_depth,
                 secrets=config.secrets,
                 faults=config.faults,
+                cassette=config.cassette,
             )
         return self._http

@@ -105,3 +105,6 @@ class CallScope:
     unkeyed_ambiguity: bool = False
     sleep: Callable[[float], Awaitable[None]] | None = None
     durable: Callable[[Event], Awaitable[None]] | None = None
+    #: The step's ``attempt.idempotencyKey`` in this run (spec §3.5): a cassette reads
+    #: it by its role, since it differs from run to run (spec §10.4).
+    step_key: str = ""
