@@ -619,6 +619,38 @@ return r.status;
         woml(ip, '--simulate --fault "create-charge@x=drop-response"', SUCCEEDS)
 
 
+def test_record_and_replay_flags_reach_the_run_and_misuse_is_a_usage_error(
+    ip: InteractiveShell, tmp_path: Path
+) -> None:
+    """spec §10.4: `--record FILE` writes the cassette, `--replay FILE` answers from it
+    with the server gone, `--record-mode` says what to do with an existing file."""
+    from woml_magic.demo import DemoAPI
+
+    cassette = tmp_path / "charge.cassette"
+    with DemoAPI() as api:
+        api.drop_response_next(1)
+        doc = f"""<step id="charge" retry="2" retry-delay="0s"><script>
+const r = await services.http.request({{method: "POST", url: "{api.url}/charges",
+  json: {{amount: 1, currency: "eur"}},
+  idempotency: {{header: "Idempotency-Key", value: attempt.idempotencyKey}}}},
+  {{name: "create-charge"}});
+return r.data.id;
+</script></step>"""
+        live = woml(ip, f"--simulate --record {cassette}", doc)
+        with pytest.raises(UsageError, match="exists, and recording would replace it"):
+            woml(ip, f"--simulate --record {cassette}", doc)
+        woml(ip, f"--simulate --record {cassette} --record-mode overwrite", doc)
+    replayed = woml(ip, f"--simulate --replay {cassette}", doc)
+    assert [a.outcome for a in live.steps["charge"].attempts] == ["threw", "succeeded"]
+    assert [a.outcome for a in replayed.steps["charge"].attempts] == ["succeeded"]
+    with pytest.raises(UsageError, match="record= and replay= exclude each other"):
+        woml(ip, f"--simulate --record {tmp_path / 'x'} --replay {cassette}", doc)
+    with pytest.raises(UsageError, match="argument --record-mode: invalid choice"):
+        woml(ip, f"--simulate --record {cassette} --record-mode sometimes", doc)
+    with pytest.raises(UsageError, match="--replay does not apply to --clients"):
+        woml(ip, f"--clients 2 --replay {cassette}", doc)
+
+
 def test_clients_runs_the_lab_and_its_flags_need_it(ip: InteractiveShell) -> None:
     """spec §11: `%%woml --clients N` runs N real clients on the lab's simulated clock
     against a server model; the value is the LabResult; lab flags need --clients."""

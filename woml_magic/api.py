@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, TypedDict
 from . import resume as resuming
 from .clock import CLOCKS, ClockKind, as_clock, make_clock
 from .engine import EngineConfig, LocalExecutor
-from .engine.config import Cassette, Fault, Secrets, parse_faults
+from .engine.config import RECORD_MODES, Cassette, Fault, Secrets, parse_faults
 from .errors import WomlError, WomlRunError, excerpt, one_of, quote
 from .events import EventSink
 from .executor import Executor
@@ -41,8 +41,8 @@ if TYPE_CHECKING:
     from .temporal.options import TemporalOptions
 
 __all__ = [
-    "ENGINES", "MEMORY", "EngineConfig", "Fault", "Journal", "Run", "RunHandle", "RunOptions",
-    "RunSummary", "Secrets",
+    "ENGINES", "MEMORY", "RECORD_MODES", "Cassette", "EngineConfig", "Fault", "Journal", "Run",
+    "RunHandle", "RunOptions", "RunSummary", "Secrets",
     "Workflow", "check_journal", "check_payload", "default_pool", "fetch_run", "journaled_clock",
     "new_run_id", "run", "run_async", "start",
 ]
@@ -77,7 +77,7 @@ class RunOptions(TypedDict, total=False):
     # spec §10.4: write every managed call to this cassette file; record_mode says what
     # to do when it exists ("new", the default, refuses; "overwrite"; "append")
     record: str | os.PathLike[str] | None
-    record_mode: str
+    record_mode: str | None
     # spec §10.4: answer every managed call from this cassette file, with no network
     replay: str | os.PathLike[str] | None
 

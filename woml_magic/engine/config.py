@@ -4,10 +4,10 @@ as the engine and the API name it; it is declared with the services that use it
 
 from __future__ import annotations
 
-from ..services.cassette import Cassette
+from ..services.cassette import RECORD_MODES, Cassette
 from ..services.config import EngineConfig
 from ..services.faults import Fault, parse_faults
 from ..services.secrets import Secrets
 
 # Re-exported: the API takes secrets and faults and may not reach into services.
-__all__ = ["Cassette", "EngineConfig", "Fault", "Secrets", "parse_faults"]
+__all__ = ["RECORD_MODES", "Cassette", "EngineConfig", "Fault", "Secrets", "parse_faults"]

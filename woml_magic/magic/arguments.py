@@ -124,6 +124,20 @@ class LabArgs:
 
 
 @dataclass(frozen=True)
+class CassetteArgs:
+    """Record the run's managed calls, or replay them (spec §10.4)."""
+
+    record: str | None = None
+    record_mode: str | None = None
+    replay: str | None = None
+
+    def given(self) -> dict[str, str | None]:
+        """The cassette flags as written, with their values."""
+        return {"--record": self.record, "--record-mode": self.record_mode,
+                "--replay": self.replay}
+
+
+@dataclass(frozen=True)
 class CellArgs:
     """A ``%%woml`` line (spec §6.1), as ``CellArgs.of`` reads argparse's result."""
 
@@ -139,6 +153,7 @@ class CellArgs:
     no_timeline: bool
     where: EngineArgs
     faults: tuple[str, ...]
+    cassette: CassetteArgs
     no_lint: bool
     lab: LabArgs
 
@@ -152,7 +167,10 @@ class CellArgs:
             background=ns.background, no_timeline=ns.no_timeline,
             where=EngineArgs(engine=ns.engine, temporal=ns.temporal, namespace=ns.namespace,
                              task_queue=ns.task_queue),
-            faults=tuple(ns.fault or ()), no_lint=ns.no_lint,
+            faults=tuple(ns.fault or ()),
+            cassette=CassetteArgs(record=ns.record, record_mode=ns.record_mode,
+                                  replay=ns.replay),
+            no_lint=ns.no_lint,
             lab=LabArgs(clients=ns.clients, seed=ns.seed, server=ns.server,
                         capacity=ns.capacity, outage=ns.outage, throttle=ns.throttle,
                         what_if=tuple(ns.what_if or ())),
@@ -206,6 +224,15 @@ cell_arguments = declared([
     argument("--fault", metavar="CALL@ATTEMPT=KIND", action="append", default=None,
              help="Inject a fault into a named call (spec §10.2), e.g. "
              "create-charge@1=drop-response; repeatable; ATTEMPT may be *."),
+    argument("--record", metavar="FILE", default=None,
+             help="Write every managed call of the run into this cassette file (spec "
+             "§10.4); an existing file needs --record-mode."),
+    argument("--record-mode", choices=api.RECORD_MODES, default=None,
+             help="With --record: new (the default: the file must not exist), overwrite "
+             "or append."),
+    argument("--replay", metavar="FILE", default=None,
+             help="Answer every managed call from this cassette file, with no network "
+             "(spec §10.4)."),
     argument("--no-lint", action="store_true", help="Show no idempotency-key warnings."),
     # Last: every argument after an argument_group joins it (IPython's decorators).
     argument_group("retry lab (spec §11)",

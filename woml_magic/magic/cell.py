@@ -112,6 +112,9 @@ class WomlMagics(Magics):
                 temporal=temporal,
                 secrets=secrets,
                 faults=args.faults,
+                record=args.cassette.record,
+                record_mode=args.cassette.record_mode,
+                replay=args.cassette.replay,
             )
             if args.background:
                 run = self._background(handle, live)

@@ -118,7 +118,7 @@ def _not_in_a_lab(args: CellArgs) -> list[str]:
     values = {"--resume": args.resume, "--run-id": args.run_id,
               "--retry-interrupted": args.retry_interrupted or None,
               "--background": args.background or None, "--engine": args.where.engine,
-              **args.where.given()}
+              **args.where.given(), **args.cassette.given()}
     return [flag for flag, value in values.items() if value is not None]
 
 
