@@ -52,7 +52,7 @@ RecordMode = Literal["new", "overwrite", "append"]
 RECORD_MODES: Final[tuple[str, ...]] = get_args(RecordMode)
 
 #: The key of ``httpx.Request.extensions`` that carries the ``Call``.
-CALL: Final = "woml.call"
+CALL: Final = "woml.cassette"
 
 #: The transport errors a recording may hold, re-raised as recorded on replay: each
 #: is one httpx documents (``http_outcome.classify_transport_error`` tells them apart).
