@@ -330,3 +330,37 @@ def test_the_magic_runs_a_cell_on_temporal_and_shows_it_from_the_history(
         ip.run_line_magic("unload_ext", "woml_magic")
     finally:
         InteractiveShell.clear_instance()
+
+
+def test_a_workflow_input_written_before_it_was_a_dataclass_still_reads() -> None:
+    """Histories already hold inputs the executor wrote as a dict (spec §9: a run is
+    rebuilt from its history): the default converter reads one into ``RunInput``."""
+    from temporalio.converter import DataConverter
+
+    from woml_magic.limits import Limits
+    from woml_magic.services.faults import parse_faults
+    from woml_magic.temporal.workflow import RunInput
+
+    old = {
+        "document": {"id": "cell", "source": "", "line_offset": 0, "steps": []},
+        "payload": {"amount": 5},
+        "config": {"memory_limit_mb": 128, "max_result_bytes": 262144,
+                   "redact_headers": ["X-Key"], "http_allow": None,
+                   "limits": {"max_payload_bytes": 10, "max_json_depth": 3,
+                              "max_call_args_bytes": 1048576, "max_log_lines": 1000,
+                              "max_log_bytes": 65536, "max_response_bytes": 10485760},
+                   "secrets": None,
+                   "faults": [{"call": "pay", "attempt": 1, "kind": "drop-response",
+                               "status": None, "seconds": None}]},
+        "retry_interrupted": True,
+        "past": [{"kind": "run-started", "run_id": "r", "at": 0.0}],
+        "clock_start": 2.5,
+    }
+    convert = DataConverter.default.payload_converter
+    (back,) = convert.from_payloads(convert.to_payloads([old]), [RunInput])
+    assert isinstance(back, RunInput)
+    assert (back.payload, back.retry_interrupted, back.clock_start) == ({"amount": 5}, True, 2.5)
+    assert back.past == old["past"]
+    assert back.config.redact_headers == ("X-Key",)
+    assert back.config.limits == Limits(max_payload_bytes=10, max_json_depth=3)
+    assert back.config.faults == parse_faults(["pay@1=drop-response"])

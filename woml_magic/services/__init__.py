@@ -1,6 +1,8 @@
 """Services a script calls through ``services`` (spec §4).
 
-``registry`` names them and performs them for a run (``RunServices``);
+``config`` declares ``EngineConfig``, what a run may use, given whole to
+``RunServices``; ``registry`` names the services and performs them for a run
+(``RunServices``);
 ``services.http.request`` is ``HttpService.request``, performed in the kernel process
 (spec §4.1-§4.3); ``services.sleep`` waits on the run's clock (spec §4.4);
 ``services.secret`` gives a reference to a value in ``Secrets`` (spec §10.1);

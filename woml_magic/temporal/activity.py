@@ -35,8 +35,6 @@ from .document import from_data
 
 #: The activity type every WOML attempt runs as.
 ACTIVITY = "woml-attempt"
-#: The workflow signal that records a call before its request leaves.
-CALL_STARTED = "call-started"
 #: How often a running attempt heartbeats (its worker's liveness; spec §9).
 HEARTBEAT_EVERY_S = 0.5
 

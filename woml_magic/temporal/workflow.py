@@ -58,11 +58,14 @@ from ..policy import format_duration
 from ..runtime.attempt import StepResults
 from ..services import StepCalls
 from ..services.scope import is_reattachable
-from .activity import CALL_STARTED, AttemptInput, run_attempt
+from .activity import AttemptInput, run_attempt
 from .document import from_data
 
 #: The workflow type every WOML run runs as.
 WORKFLOW = "woml"
+#: The signal that records a call before its request leaves, by the name histories
+#: already hold (a replay delivers signals by name); senders name it by method.
+CALL_STARTED = "call-started"
 #: A worker that stops heartbeating this long is dead: its attempt is ``interrupted``.
 HEARTBEAT_TIMEOUT = timedelta(seconds=3)
 #: Beyond the step's own timeout (enforced by the activity), Temporal's backstop.
@@ -134,7 +137,7 @@ class ActivityAttempts:
                  calls_started: dict[tuple[str, int], list[dict[str, Any]]]) -> None:
         self._run, self._clock, self._emit = run, clock, emit
         self._document, self._config = document, config
-        self._calls_started = calls_started  # signalled by activities (CALL_STARTED)
+        self._calls_started = calls_started  # signalled by activities (call_started)
 
     async def run(
         self, step: Step, number: int, results: StepResults, calls: StepCalls,
