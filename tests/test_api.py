@@ -28,7 +28,7 @@ def test_public_surface_is_exactly_all() -> None:
         # the whole error tree (tests/test_errors.py draws it)
         "WomlError", "WomlSyntaxError", "WomlRunError", "WomlLimitError", "WomlExtraMissing",
         "WomlJournalError", "WomlImageError", "LabModelError", "LabArgumentError",
-        "WhatIfError", "TargetError", "DemoAPIError",
+        "WhatIfError", "TargetError", "DemoAPIError", "CassetteError",
     ])
     assert wm.Journal is Journal
     assert wm.WomlRunError is WomlRunError

@@ -18,8 +18,7 @@ from test_secrets import DB_PASS, STRIPE, EchoServer, assert_nowhere, workflow
 import woml_magic as wm
 from woml_magic.demo.api import DemoAPI
 from woml_magic.demo.lesson import charge_document
-from woml_magic.errors import WomlRunError
-from woml_magic.services.cassette import CassetteError
+from woml_magic.errors import CassetteError, WomlRunError
 from woml_magic.timeline.lineage import lineage
 
 

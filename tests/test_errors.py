@@ -53,7 +53,7 @@ def test_every_woml_error_is_one_the_tree_expects() -> None:
     assert set(TREE) == {
         "WomlError", "WomlSyntaxError", "WomlRunError", "WomlLimitError", "WomlExtraMissing",
         "WomlJournalError", "WomlImageError", "LabModelError", "LabArgumentError",
-        "WhatIfError", "TargetError", "DemoAPIError",
+        "WhatIfError", "TargetError", "DemoAPIError", "CassetteError",
     }
     assert parent(errors.WomlLimitError) == "WomlRunError"
     assert parent(errors.WhatIfError) == "LabModelError"  # one except for the lab's inputs

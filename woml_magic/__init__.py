@@ -24,6 +24,7 @@ __all__ = [
     "Attempt",
     "AttemptError",
     "Call",
+    "CassetteError",
     "DemoAPIError",
     "EngineConfig",
     "Fault",
@@ -72,7 +73,7 @@ _LAZY = {
     **dict.fromkeys(
         ("WomlError", "WomlSyntaxError", "WomlRunError", "WomlLimitError", "WomlExtraMissing",
          "WomlJournalError", "WomlImageError", "LabModelError", "LabArgumentError",
-         "WhatIfError", "TargetError", "DemoAPIError"),
+         "WhatIfError", "TargetError", "DemoAPIError", "CassetteError"),
         "errors",
     ),
     # What run(), run_async() and start() take (spec §7).
@@ -88,6 +89,7 @@ _LAZY = {
 if TYPE_CHECKING:
     from .api import EngineConfig, Fault, Journal, RunOptions, Secrets, run, run_async, start
     from .errors import (
+        CassetteError,
         DemoAPIError,
         LabArgumentError,
         LabModelError,

@@ -7,6 +7,8 @@ defined here (the modules that raise them import them).
     │   │                     mismatch, bad payload or clock) (spec §5.3, §6.1)
     │   ├── WomlLimitError    something crossing into the kernel breaks a limit (§4.5):
     │   │                     .limit, .value, .allowed
+    │   ├── CassetteError     a cassette to record or replay that cannot be used
+    │   │                     (§10.4): missing, malformed at a line, or in the way
     │   └── WomlExtraMissing  an optional feature's extra is not installed (also an
     │                         ImportError): the message says what to pip install
     ├── WomlJournalError      the journal cannot be opened or read (spec §5.2)
@@ -131,6 +133,12 @@ class WomlRunError(WomlError):
 
     def _render_traceback_(self) -> list[str]:
         return [f"WomlRunError: {self}"]
+
+
+class CassetteError(WomlRunError):
+    """A cassette that cannot be used (spec §10.4): a replay's file missing or malformed
+    (the message names the line), a recording's file in the way without a record mode,
+    or a record mode that is not one."""
 
 
 class WomlExtraMissing(WomlRunError, ImportError):

@@ -42,7 +42,7 @@ from typing import Any, Final, Literal, get_args
 
 import httpx
 
-from ..errors import WomlRunError
+from ..errors import CassetteError
 from ..redaction import REDACTED
 
 VERSION: Final = 1
@@ -69,10 +69,6 @@ _ERRORS: Final[dict[str, type[httpx.TransportError]]] = {
 _CANCELLED: Final = "cancelled"
 #: Headers that describe the body as it was on the wire, not as it is kept.
 _WIRE_HEADERS: Final = frozenset({"content-encoding", "content-length", "transfer-encoding"})
-
-
-class CassetteError(WomlRunError):
-    """A cassette that cannot be used: missing, malformed, or in the way of a record."""
 
 
 @dataclass(frozen=True)
