@@ -132,13 +132,9 @@ def results(n: int = 300) -> list[dict[str, Any]]:
 
 
 def main() -> int:
-    n = int(sys.argv[1]) if len(sys.argv) > 1 else 300
-    figures = results(n)
-    for f in figures:
-        goal = f" (goal {f['goal']}: {'ok' if f['ok'] else 'MISSED'})" if f["goal"] else ""
-        print(f"{f['name']:<22} {f['value']:>9} {f['unit']}{goal}")
-    return 0 if all(f["ok"] for f in figures) else 1
+    from figures import print_figures  # bench/ is the script's folder
 
+    return print_figures(results(int(sys.argv[1]) if len(sys.argv) > 1 else 300), 22)
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -22,9 +22,10 @@ import httpx
 import pytest
 
 import woml_magic as wm
+from woml_magic.clock import SimulatedClock
 from woml_magic.engine import EngineConfig
 from woml_magic.errors import ServiceRejection
-from woml_magic.lab.labclock import LabClock
+from woml_magic.lab.labclock import lab_clock
 from woml_magic.lab.model_http import ModelExchange, ModelTransport, lab_http
 from woml_magic.lab.server import ModelServer, ServerState
 from woml_magic.limits import Limits
@@ -153,8 +154,8 @@ def test_a_lab_with_faults_stays_deterministic() -> None:
     assert 2 not in {r.attempt for r in first.traffic}
 
 
-def _model_exchange() -> tuple[LabClock, ModelExchange]:
-    clock = LabClock()
+def _model_exchange() -> tuple[SimulatedClock, ModelExchange]:
+    clock = lab_clock()
     exchange = ModelExchange(ModelServer().start(), clock, random.Random(0))
     clock.set_on_idle(exchange.flush)
     return clock, exchange

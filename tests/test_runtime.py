@@ -735,9 +735,11 @@ def test_the_kernel_accepts_only_the_protocols_shapes(
 
 
 def _with_big_steps(script: str) -> AttemptRequest:
-    """An attempt whose earlier steps hold ~2 MB of results, over its 1 MiB memory."""
-    big = {f"s{n}": "x" * 1000 for n in range(2000)}
-    return dataclasses.replace(request(script), memory_limit_bytes=1 << 20,
+    """An attempt whose earlier steps hold ~9 MB of results, over its 8 MiB memory (the
+    least ``memory_limit_mb`` allows)."""
+    big = {f"s{n}": "x" * 4500 for n in range(2000)}
+    base = request(script)
+    return dataclasses.replace(base, limits=dataclasses.replace(base.limits, memory_limit_mb=8),
                                context={"payload": None, "steps": big,
                                         "run": {"id": "r", "workflow": "w"}})
 
@@ -747,10 +749,10 @@ def test_a_step_reply_declares_a_refusal_in_its_own_field() -> None:
     refusal is ``refused``, not a marker inside ``text``."""
     req = _with_big_steps("return 1")
     one, every = step_reply(req, 7, "s1"), step_reply(req, 7, "")
-    assert one == {"op": "step", "attempt": 7, "text": '"' + "x" * 1000 + '"', "refused": None}
+    assert one == {"op": "step", "attempt": 7, "text": '"' + "x" * 4500 + '"', "refused": None}
     assert every["text"] == ""
     assert every["refused"] is not None
-    assert every["refused"].startswith("context.steps holds 2")
+    assert every["refused"].startswith("context.steps holds 9")
     assert step_reply(req, 7, "nope") == {"op": "step", "attempt": 7, "text": "",
                                           "refused": None}
     for reply in (one, every):
@@ -762,7 +764,7 @@ def test_a_refused_context_steps_read_throws_the_kernels_reason(worker: ScriptWo
                           "catch (e) { return e.name + ': ' + e.message; }")
     result = asyncio.run(worker.run_attempt(req, no_services, lambda lv, t: None))
     assert result.outcome == "succeeded"
-    assert result.result.startswith("RangeError: context.steps holds 2")
+    assert result.result.startswith("RangeError: context.steps holds 9")
     assert "read the steps you need by name" in result.result
 
 

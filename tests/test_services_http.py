@@ -795,7 +795,8 @@ def test_a_transports_response_read_when_made_is_capped_too() -> None:
 def test_a_service_takes_a_client_or_a_transport_not_both() -> None:
     async def main() -> None:
         async with httpx.AsyncClient() as client:
-            with pytest.raises(ValueError, match="a client or a transport, not both"):
+            with pytest.raises(ValueError,
+                               match=r"a client or a transport \(or cassette\), not both"):
                 HttpService(client=client, transport=httpx.MockTransport(httpx.Response))
 
     asyncio.run(main())

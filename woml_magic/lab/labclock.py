@@ -10,7 +10,6 @@ import contextlib
 import contextvars
 import random
 from collections.abc import AsyncIterator, Callable
-from typing import TypeAlias
 
 from ..clock import SimulatedClock
 from ..runtime import ScriptWorker
@@ -36,11 +35,6 @@ def stream(seed: int, name: str) -> random.Random:
     """The seed's random stream ``name``: each kind of draw has its own, so adding one
     draw never shifts another (``simulate`` names its streams the same way)."""
     return random.Random(f"woml-lab:{seed}:{name}")  # noqa: S311 - a simulation, not a secret
-
-
-#: The lab's clock: the one virtual clock (``clock.SimulatedClock``) with the lab's
-#: knobs (``lab_clock``); the name ``model_http`` and ``runner`` annotate with.
-LabClock: TypeAlias = SimulatedClock
 
 
 def lab_clock() -> SimulatedClock:

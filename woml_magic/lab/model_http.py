@@ -16,12 +16,12 @@ from typing import Any, Protocol
 
 import httpx
 
+from ..clock import SimulatedClock
 from ..engine import EngineConfig
 from ..errors import WomlRunError
 from ..redaction import redact_names
 from ..services import HttpService
 from ..services.scope import CALL_EXTENSION, CallTag
-from .labclock import LabClock
 from .server import ModelResponse
 
 
@@ -48,7 +48,7 @@ class ModelExchange:
     """The requests the server model holds until the next settled step (module
     docstring), then answers in an order drawn from the seed."""
 
-    def __init__(self, state: LabServer, clock: LabClock, order: random.Random) -> None:
+    def __init__(self, state: LabServer, clock: SimulatedClock, order: random.Random) -> None:
         self.state = state
         self.clock = clock
         self._pending: list[_Pending] = []

@@ -14,9 +14,10 @@ form, spec §10.1) rather than their values, redacted headers as ``•••``; 
 has its secret values scrubbed and its redacted headers masked the same way, and its
 body decoded (no ``Content-Encoding``). So a cassette never holds a secret.
 
-Both sides are httpx transports under ``HttpService`` (one pipeline: the allow-list,
-faults, caps and scrubbing act on a replay as on a live call). ``HttpService`` tells
-the transport what it knows of the call in the request's ``extensions`` (``CALL``).
+Both sides are httpx transports under ``HttpService`` (``cassette_transport``; one
+pipeline: the allow-list, faults, caps and scrubbing act on a replay as on a live
+call). ``HttpService`` tells the transport what it knows of the call in the request's
+``extensions`` (``CALL``).
 
 Matching (replay) is by method, URL, body and idempotency key, with the step's own
 key (``attempt.idempotencyKey``, which depends on the run id) read by its role: a
@@ -29,21 +30,24 @@ recording does not hold is an error naming it and the nearest recorded exchange.
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import difflib
 import json
 import os
 from collections import deque
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final, Literal, get_args
+from typing import TYPE_CHECKING, Any, Final, Literal, get_args
 
 import httpx
 
-from ..errors import CassetteError
-from ..redaction import REDACTED
+from ..errors import CassetteError, ServiceRejection
+from ..redaction import redact_headers
+
+if TYPE_CHECKING:
+    from .http_request import HttpRequest
+    from .scope import CallScope
+    from .secrets import Secrets
 
 VERSION: Final = 1
 HEADER: Final = {"woml-cassette": VERSION}
@@ -56,7 +60,7 @@ CALL: Final = "woml.cassette"
 
 #: The transport errors a recording may hold, re-raised as recorded on replay: each
 #: is one httpx documents (``http_outcome.classify_transport_error`` tells them apart).
-_ERRORS: Final[dict[str, type[httpx.TransportError]]] = {
+TRANSPORT_ERRORS: Final[dict[str, type[httpx.TransportError]]] = {
     cls.__name__: cls
     for cls in (
         httpx.ConnectError, httpx.ConnectTimeout, httpx.ReadError, httpx.ReadTimeout,
@@ -66,9 +70,9 @@ _ERRORS: Final[dict[str, type[httpx.TransportError]]] = {
     )
 }
 #: An exchange the attempt cut short while it was in flight (its timeout, a stop).
-_CANCELLED: Final = "cancelled"
+CANCELLED: Final = "cancelled"
 #: Headers that describe the body as it was on the wire, not as it is kept.
-_WIRE_HEADERS: Final = frozenset({"content-encoding", "content-length", "transfer-encoding"})
+WIRE_HEADERS: Final = frozenset({"content-encoding", "content-length", "transfer-encoding"})
 
 
 @dataclass(frozen=True)
@@ -89,19 +93,43 @@ class Call:
     redact: tuple[str, ...]
     scrub: Any = field(default=None, compare=False)  # Callable[[str], str] | None
 
+    @classmethod
+    def of(cls, req: HttpRequest, scope: CallScope, redact: tuple[str, ...],
+           secrets: Secrets) -> Call:
+        """What a cassette keeps of ``req``: the request as written, its body as sent
+        with secret values scrubbed back to references (the display form's encoded
+        references carry a nonce, so they differ from run to run)."""
+        body = req.content
+        if body is not None and secrets:
+            try:
+                body = secrets.scrub(body.decode("utf-8")).encode("utf-8")
+            except UnicodeDecodeError:
+                if secrets.reveals(body.decode("latin-1")):
+                    raise ServiceRejection(
+                        "TypeError", f"{req.method} {req.shown_url}: a body that is not "
+                        "UTF-8 text holds a secret value, and a cassette cannot keep it "
+                        "without the value (spec §10.4)") from None
+        return cls(
+            method=req.method, url=req.shown_url,
+            headers=tuple(redact_headers(dict(req.shown_headers), redact).items()),
+            body=body, key=req.shown_idempotency, step_id=scope.step_id,
+            step_key=scope.step_key, name=req.name, redact=redact,
+            scrub=secrets.scrub if secrets else None,
+        )
+
     def recorded(self) -> dict[str, Any]:
         """The request side of a cassette line."""
         return {
             "method": self.method,
             "url": self.url,
             "headers": [list(pair) for pair in self.headers],
-            "body": _text(self.body),
+            "body": kept_body(self.body),
             "idempotency": None if self.key is None
             else {"header": self.key[0], "value": self.key[1]},
         }
 
 
-def _text(body: bytes | None) -> str | dict[str, str] | None:
+def kept_body(body: bytes | None) -> str | dict[str, str] | None:
     """A body as kept: text when it is UTF-8, else ``{"base64": …}``."""
     if body is None:
         return None
@@ -111,7 +139,7 @@ def _text(body: bytes | None) -> str | dict[str, str] | None:
         return {"base64": base64.b64encode(body).decode("ascii")}
 
 
-def _bytes(kept: Any, where: str) -> bytes:
+def body_bytes(kept: Any, where: str) -> bytes:
     if kept is None:
         return b""
     if isinstance(kept, str):
@@ -315,110 +343,6 @@ def _problem(line: Any) -> str | None:
         return "a \"response\" needs a \"status\" from 100 to 599"
     error = line.get("error")
     if error is not None and not (isinstance(error, dict)
-                                  and error.get("type") in (*_ERRORS, _CANCELLED)):
-        return (f"an \"error\" has a \"type\" of {', '.join((*_ERRORS, _CANCELLED))}")
+                                  and error.get("type") in (*TRANSPORT_ERRORS, CANCELLED)):
+        return (f"an \"error\" has a \"type\" of {', '.join((*TRANSPORT_ERRORS, CANCELLED))}")
     return None
-
-
-def _headers(pairs: Iterable[tuple[str, str]], call: Call) -> list[list[str]]:
-    """Response headers as kept: redacted ones masked, secret values scrubbed, and
-    none that describe the body as it was on the wire."""
-    kept = []
-    for name, value in pairs:
-        if name.lower() in _WIRE_HEADERS:
-            continue
-        if name.lower() in call.redact:
-            shown = REDACTED
-        else:
-            shown = call.scrub(value) if call.scrub is not None else value
-        kept.append([name, shown])
-    return kept
-
-
-def _call_of(request: httpx.Request) -> Call:
-    call = request.extensions.get(CALL)
-    if not isinstance(call, Call):
-        raise TypeError("a cassette transport serves HttpService's requests only")
-    return call
-
-
-class RecordingTransport(httpx.AsyncBaseTransport):
-    """Sends through ``inner`` and appends each exchange to the cassette as it ends;
-    the response is handed on decoded (the body as recorded)."""
-
-    def __init__(self, inner: httpx.AsyncBaseTransport, cassette: Cassette,
-                 max_bytes: int) -> None:
-        self._inner = inner
-        self._cassette = cassette
-        self._max_bytes = max_bytes
-
-    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        from .http_body import BodyTooLarge, read_body
-
-        call = _call_of(request)
-        try:
-            response = await self._inner.handle_async_request(request)
-            try:
-                # One past the cap: HttpService then refuses it as it would live.
-                wire = httpx.Response(response.status_code, headers=response.headers,
-                                      stream=response.stream, request=request)
-                try:
-                    body = await read_body(wire, self._max_bytes + 1)
-                except BodyTooLarge:
-                    body = b"\0" * (self._max_bytes + 1)
-            finally:
-                await response.aclose()
-        except asyncio.CancelledError:
-            self._cassette.append(call, {"error": {"type": _CANCELLED, "message":
-                                  "the attempt ended while the request was in flight"}})
-            raise
-        except httpx.TransportError as exc:
-            kind = type(exc).__name__ if type(exc).__name__ in _ERRORS else "NetworkError"
-            message = call.scrub(str(exc)) if call.scrub is not None else str(exc)
-            self._cassette.append(call, {"error": {"type": kind, "message": message}})
-            raise
-        headers = _headers(response.headers.multi_items(), call)
-        kept = _text(body)
-        if call.scrub is not None and isinstance(kept, str):
-            kept = call.scrub(kept)  # a server that echoes a secret echoes it to no one
-        self._cassette.append(call, {"response": {"status": response.status_code,
-                                                  "headers": headers, "body": kept}})
-        # The script gets the live headers (HttpService scrubs them); the cassette the
-        # kept ones.
-        live = [(n, v) for n, v in response.headers.multi_items()
-                if n.lower() not in _WIRE_HEADERS]
-        return _response(response.status_code, live, body, request)
-
-    async def aclose(self) -> None:
-        await self._inner.aclose()
-
-
-class ReplayTransport(httpx.AsyncBaseTransport):
-    """Answers from the cassette, with no network (spec §10.4)."""
-
-    def __init__(self, cassette: Cassette) -> None:
-        self._cassette = cassette
-
-    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        line = self._cassette.answer(_call_of(request))
-        error = line.get("error")
-        if error is not None:
-            if error["type"] == _CANCELLED:
-                # Recorded cut short: it stays in flight until the attempt ends it.
-                await asyncio.Event().wait()
-            raise _ERRORS[error["type"]](str(error.get("message", "")), request=request)
-        response = line["response"]
-        return _response(response["status"], response.get("headers") or [],
-                         _bytes(response.get("body"), f"{self._cassette.path}: a response"),
-                         request)
-
-
-def _response(status: int, headers: Iterable[Iterable[str]], body: bytes,
-              request: httpx.Request) -> httpx.Response:
-    """A response as a transport gives it: its body a stream not yet read (a
-    ``content=`` body is read at once, and HttpService reads the raw stream)."""
-    # As UTF-8 bytes: a kept header may hold a reference (⟦woml-secret:NAME⟧), which
-    # httpx would refuse to encode as ASCII.
-    return httpx.Response(status,
-                          headers=[(str(n).encode(), str(v).encode()) for n, v in headers],
-                          stream=httpx.ByteStream(body), request=request)

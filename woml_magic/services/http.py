@@ -43,7 +43,8 @@ from .. import __version__
 from ..errors import ServiceRejection
 from ..events import CallFinished, CallStarted
 from ..limits import DEFAULT_MAX_JSON_DEPTH, DEFAULT_MAX_RESPONSE_BYTES, DEFAULT_TIMEOUT_S
-from .cassette import CALL, Call, Cassette, RecordingTransport, ReplayTransport, Unmatched
+from .cassette import CALL, Call, Cassette, Unmatched
+from .cassette_transport import RecordingTransport, ReplayTransport
 from .faults import CallFaults, Fault
 from .http_body import ACCEPT_ENCODING, BodyTooLarge, UnsupportedEncoding, read_body
 from .http_outcome import (
@@ -301,7 +302,8 @@ class HttpService:
         if scope.durable is not None:
             await scope.durable(call.started)  # spec §5.2: recorded before the request leaves
         # What a cassette keeps of the call, made before anything is sent (spec §10.4).
-        kept = None if self.cassette is None else self._kept(call)
+        kept = None if self.cassette is None else \
+            Call.of(call.req, scope, self.redact, self.secrets)
         try:
             with scope.busy() if self.holds_clock else contextlib.nullcontext():
                 return await self._send(call, kept)
@@ -400,29 +402,6 @@ class HttpService:
         finally:
             await response.aclose()
         return response, body
-
-    def _kept(self, call: _Call) -> Call:
-        """What a cassette keeps of a call: the request as written (spec §10.4)."""
-        req, scope = call.req, call.scope
-        body = req.content
-        if body is not None and self.secrets:
-            # The body as sent, values scrubbed back to references: the display form's
-            # encoded references carry a nonce, so they differ from run to run.
-            try:
-                body = self.secrets.scrub(body.decode("utf-8")).encode("utf-8")
-            except UnicodeDecodeError:
-                if self.secrets.reveals(body.decode("latin-1")):
-                    raise ServiceRejection(
-                        "TypeError", f"{req.method} {req.shown_url}: a body that is not "
-                        "UTF-8 text holds a secret value, and a cassette cannot keep it "
-                        "without the value (spec §10.4)") from None
-        return Call(
-            method=req.method, url=req.shown_url,
-            headers=tuple(redact_headers(dict(req.shown_headers), self.redact).items()),
-            body=body, key=req.shown_idempotency, step_id=scope.step_id,
-            step_key=scope.step_key, name=req.name, redact=self.redact,
-            scrub=self.secrets.scrub if self.secrets else None,
-        )
 
     def _too_large(
         self, req: HttpRequest, response: httpx.Response, finish: Callable[..., None]
