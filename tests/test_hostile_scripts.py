@@ -636,9 +636,21 @@ def test_no_worker_outlives_its_owner() -> None:
 # ---- more tricks ---------------------------------------------------------------------
 
 
-async def slow_services(name: str, args: list[Any]) -> Any:
-    await asyncio.sleep(0.3)
-    return None
+class HeldServices:
+    """Answers no call until none has arrived for ``quiet_s``: every call stays in flight
+    while the script is still sending, so the kernel's in-flight budget is what bounds
+    them, however slowly the machine sends (an answer after a fixed 0.3 s let the early
+    calls finish before the budget filled when the machine was loaded)."""
+
+    def __init__(self, quiet_s: float = 0.5) -> None:
+        self.quiet_s = quiet_s
+        self.last = time.monotonic()
+
+    async def __call__(self, name: str, args: list[Any]) -> Any:
+        self.last = time.monotonic()
+        while time.monotonic() - self.last < self.quiet_s:
+            await asyncio.sleep(0.05)
+        return None
 
 
 def test_many_large_calls_in_flight_are_bounded(worker: ScriptWorker) -> None:
@@ -650,7 +662,7 @@ def test_many_large_calls_in_flight_are_bounded(worker: ScriptWorker) -> None:
         ".length;"
     )
     with PeakRss() as peak:
-        result, _ = attempt(worker, script, services=slow_services)
+        result, _ = attempt(worker, script, services=HeldServices())
     assert result.outcome == "succeeded"
     assert result.result > 0  # some were refused: more than 16 MiB in flight
     assert peak.growth_mib < 2 * RSS_BOUND_MIB, peak.growth_mib
