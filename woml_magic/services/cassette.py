@@ -9,10 +9,11 @@ rewritten:
     {"request": {...}, "step": "charge", "stepKey": "…", "name": "create-charge", "response": {...}}
     {"request": {...}, "step": "charge", "stepKey": "…", "name": null, "error": {...}}
 
-A request is kept **as written**: secret references (``«secret:NAME»``… the display
-form, spec §10.1) rather than their values, redacted headers as ``•••``; a response
-has its secret values scrubbed and its redacted headers masked the same way, and its
-body decoded (no ``Content-Encoding``). So a cassette never holds a secret.
+A request is kept **as written**: its URL and headers with secret references
+(``⟦woml-secret:NAME⟧``, spec §10.1) rather than values, redacted headers as ``•••``,
+its body as sent with every value scrubbed back to its reference; a response has its
+secret values scrubbed and its redacted headers masked the same way, and its body
+decoded (no ``Content-Encoding``). So a cassette never holds a secret.
 
 Both sides are httpx transports under ``HttpService`` (``cassette_transport``; one
 pipeline: the allow-list, faults, caps and scrubbing act on a replay as on a live
