@@ -253,6 +253,27 @@ def test_two_simulated_clocks_on_one_loop_both_move() -> None:
     assert a >= 3600
     assert b >= 7200
     assert time.monotonic() - wall < 5
+    # Neither waited out the other's looks: a look is not work (a lab next to a run, or
+    # one lab after another, counted a stall and called itself not deterministic).
+    assert (first.stalls, second.stalls) == (0, 0)
+
+
+def test_two_lab_clocks_stepping_together_never_stall() -> None:
+    """Two lab clocks (rate 0) on one loop, each with tasks that sleep many times: every
+    sleep kicks a look, and each clock sees the other's look queued. The looks are not
+    work, so neither defers to the other until MAX_DEFERRALS."""
+    first, second = SimulatedClock(rate=0.0), SimulatedClock(rate=0.0)
+
+    async def walker(clock: SimulatedClock, steps: int) -> None:
+        for _ in range(steps):
+            await clock.sleep(1)
+
+    async def main() -> None:
+        await asyncio.gather(*(walker(c, 200) for c in (first, second) for _ in range(3)))
+
+    asyncio.run(main())
+    assert (first.now(), second.now()) == (200.0, 200.0)
+    assert (first.stalls, second.stalls) == (0, 0)
 
 
 def test_a_negative_rate_is_refused() -> None:
