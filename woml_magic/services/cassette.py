@@ -36,6 +36,7 @@ import difflib
 import json
 import os
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Literal, get_args
@@ -92,7 +93,7 @@ class Call:
     step_key: str
     name: str | None
     redact: tuple[str, ...]
-    scrub: Any = field(default=None, compare=False)  # Callable[[str], str] | None
+    scrub: Callable[[str], str] | None = field(default=None, compare=False)
 
     @classmethod
     def of(cls, req: HttpRequest, scope: CallScope, redact: tuple[str, ...],
