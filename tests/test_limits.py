@@ -8,6 +8,7 @@ out-of-range value with that one sentence, and nothing runs.
 from __future__ import annotations
 
 import logging
+import re
 import subprocess
 import sys
 from dataclasses import fields
@@ -19,10 +20,12 @@ from IPython.core.interactiveshell import InteractiveShell
 import woml_magic as wm
 from woml_magic.engine import EngineConfig
 from woml_magic.errors import WomlLimitError, WomlRunError
-from woml_magic.limits import LIMIT_RANGES, Limits
+from woml_magic.limits import LIMIT_RANGES, LIMITS, Limits
 from woml_magic.magic import WomlMagics
 from woml_magic.magic.settings import Woml
 
+DOCS = Path(__file__).resolve().parents[1] / "docs"
+_MIB = 1024 * 1024
 DOC = '<step id="s"><script>return "x".repeat(200);</script></step>'
 
 
@@ -85,13 +88,31 @@ def test_each_limit_takes_its_range_and_refuses_past_either_end(name: str) -> No
 
 def test_every_limit_is_a_setting_with_the_limits_default() -> None:
     """``%config Woml`` has one setting per field of ``Limits``, derived, not restated."""
-    assert set(LIMIT_RANGES) == {f.name for f in fields(Limits)}
+    assert set(LIMIT_RANGES) == set(LIMITS) == {f.name for f in fields(Limits)}
     woml = Woml()
     assert woml.limits() == Limits()
-    for name in LIMIT_RANGES:
+    for name, limit in LIMITS.items():
         assert woml.trait_metadata(name, "config") is True
+        assert woml.traits()[name].default_value == limit.default == getattr(Limits(), name)
+        assert LIMIT_RANGES[name] == (limit.low, limit.high, limit.unit)
     woml.max_result_bytes = 100
     assert woml.engine_config().limits == Limits(max_result_bytes=100)
+
+
+@pytest.mark.parametrize("name", sorted(LIMITS))
+def test_each_limits_help_says_what_it_bounds_its_spec_section_and_its_range(
+    ip: InteractiveShell, capsys: pytest.CaptureFixture[str], name: str,
+) -> None:
+    """The help ``%config Woml`` prints is the limit's declaration (spec §6.1)."""
+    limit = LIMITS[name]
+    assert re.search(r"\(spec §\d", limit.help), limit.help
+    assert settings(ip).traits()[name].help == (
+        f"{limit.help} Allowed: {limit.low} to {limit.high} {limit.unit}.")
+    ip.run_line_magic("config", "Woml")
+    shown = " ".join(capsys.readouterr().out.split())  # the help is wrapped
+    entry = shown[shown.index(f"Woml.{name}="):]
+    assert entry.startswith(f"Woml.{name}=<Int> {limit.help} Allowed: {limit.low} to "
+                            f"{limit.high} {limit.unit}. Current: {limit.default}")
 
 
 def test_a_result_limit_given_to_the_api_or_the_cli_reaches_the_attempt(tmp_path: Path) -> None:
@@ -106,3 +127,35 @@ def test_a_result_limit_given_to_the_api_or_the_cli_reaches_the_attempt(tmp_path
     assert out.returncode == 1
     assert "oversized" in out.stdout
     assert woml_cli("run", "--simulate", str(doc)).returncode == 0
+
+
+def _doc_row(doc: str, first_cell: str) -> str:
+    """The row of a table in ``docs/doc`` whose first cell is ``first_cell``."""
+    for line in (DOCS / doc).read_text(encoding="utf-8").splitlines():
+        if line.startswith(f"| {first_cell} |"):
+            return line
+    raise AssertionError(f"docs/{doc} has no row {first_cell}")
+
+
+def _written(value: int, unit: str) -> str:
+    """A bound as docs/runtime.md writes it: bytes in MiB or GiB, counts with commas."""
+    if unit == "bytes" and value >= _MIB:
+        return f"{value // 1024 // _MIB} GiB" if value % (1024 * _MIB) == 0 else (
+            f"{value // _MIB} MiB")
+    return f"{value} MiB" if unit == "MiB" else f"{value:,}"
+
+
+@pytest.mark.parametrize("name", sorted(LIMITS))
+def test_the_docs_limits_table_shows_each_limits_declared_range(name: str) -> None:
+    limit = LIMITS[name]
+    row = _doc_row("runtime.md", f"`{name}`")
+    assert f"| {limit.low:,} … {_written(limit.high, limit.unit)} |" in row, row
+
+
+def test_the_docs_settings_table_names_every_setting() -> None:
+    table = "\n".join(line for line in (DOCS / "magic.md").read_text(encoding="utf-8")
+                      .split("## Configuration (`%config Woml`)")[1].splitlines()
+                      if line.startswith("| `"))
+    named = {name for cell in (line.split("|")[1] for line in table.splitlines())
+             for name in re.findall(r"`(\w+)`", cell)}
+    assert named == set(Woml.class_traits(config=True))

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
 from .errors import WomlSyntaxError
-from .limits import LIMIT_RANGES, Limits
+from .limits import LIMITS, Limits
 from .model import Step
 from .parse import parse
 from .policy import format_duration
@@ -109,7 +109,7 @@ def _run(args: argparse.Namespace) -> int:
         return 1
     try:
         # The limits' own check (spec §6.1): the API's sentence for a value out of range.
-        limits = Limits(**{name: getattr(args, name) for name in LIMIT_RANGES
+        limits = Limits(**{name: getattr(args, name) for name in LIMITS
                            if getattr(args, name) is not None})
     except WomlError as exc:
         print(f"woml run: {exc}", file=sys.stderr)
@@ -154,11 +154,10 @@ def _add_run(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     parser.add_argument("--resume", metavar="RUN_ID", help="resume a journaled run")
     parser.add_argument("--retry-interrupted", action="store_true",
                         help="on resume, run an interrupted attempt's step again")
-    defaults = Limits()
-    for name, (low, high, unit) in LIMIT_RANGES.items():  # one flag per limit (STYLE 14)
+    for name, limit in LIMITS.items():  # one flag per limit, as declared (STYLE 14)
         parser.add_argument(f"--{name.replace('_', '-')}", type=int, metavar="N", dest=name,
-                            help=f"the run's {name}: {low} to {high} {unit} "
-                                 f"(default {getattr(defaults, name)})")
+                            help=f"the run's {name}: {limit.low} to {limit.high} {limit.unit} "
+                                 f"(default {limit.default})")
     parser.set_defaults(handler=_run)
 
 

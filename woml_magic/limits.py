@@ -25,18 +25,20 @@ breach names its limit::
 Depth counts containers: ``1`` and ``"a"`` have depth 0, ``[]`` and ``{}`` depth 1,
 ``[[1]]`` depth 2.
 
-What each limit may be set to is ``LIMIT_RANGES``, checked in one place
-(``check_limit``, run by ``Limits`` itself): the Python API, ``%config Woml`` and
-``woml run`` refuse the same values with the same sentence. The upper bounds keep a
-typo from letting a script exhaust the kernel; the memory limit's lower bound leaves
-the script's own runtime room to start.
+Each limit is declared once, as a field of ``Limits``: its name, default, range and
+help text (``LIMITS``; the ranges alone are ``LIMIT_RANGES``). ``%config Woml`` and
+``woml run`` make their settings and flags from that declaration, and every value is
+checked in one place (``check_limit``, run by ``Limits`` itself): the Python API,
+``%config Woml`` and ``woml run`` refuse the same values with the same sentence. The
+upper bounds keep a typo from letting a script exhaust the kernel; the memory limit's
+lower bound leaves the script's own runtime room to start.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from types import MappingProxyType
 from typing import Any, Final
 
@@ -69,20 +71,6 @@ MAX_JSON_DEPTH_LIMIT = 512
 
 _MIB = 1024 * 1024
 
-#: What each limit of ``Limits`` may be set to: ``(lowest, highest, unit)`` (the module
-#: docstring says why). The one table: ``Limits`` checks it, ``%config Woml`` and the
-#: command line take their ranges from it.
-LIMIT_RANGES: Final[Mapping[str, tuple[int, int, str]]] = MappingProxyType({
-    "memory_limit_mb": (8, 4096, "MiB"),
-    "max_result_bytes": (1, 64 * _MIB, "bytes"),
-    "max_payload_bytes": (1, 1024 * _MIB, "bytes"),
-    "max_json_depth": (1, MAX_JSON_DEPTH_LIMIT, "levels"),
-    "max_call_args_bytes": (1, 256 * _MIB, "bytes"),
-    "max_log_lines": (1, 1_000_000, "lines"),
-    "max_log_bytes": (1, 256 * _MIB, "bytes"),
-    "max_response_bytes": (1, 1024 * _MIB, "bytes"),
-})
-
 
 def check_limit(name: str, value: object) -> int:
     """``value`` as limit ``name``, or the refusal every surface gives (spec §6.1): a
@@ -103,18 +91,55 @@ def check_limit(name: str, value: object) -> int:
 
 
 @dataclass(frozen=True)
+class Limit:
+    """One limit's declaration (the module docstring): it may be set to ``low`` to
+    ``high`` (in ``unit``), is ``default`` unless set, and ``help`` says what it bounds,
+    with its spec section; ``%config Woml`` shows that as the setting's help."""
+
+    default: int
+    low: int
+    high: int
+    unit: str
+    help: str
+
+
+def _limit(default: int, low: int, high: int, unit: str, text: str) -> int:
+    """A field of ``Limits`` that declares its limit (a ``Limit``, read by ``LIMITS``)."""
+    return field(default=default, metadata={"limit": Limit(default, low, high, unit, text)})
+
+
+@dataclass(frozen=True)
 class Limits:
     """The limits of one run and of each of its attempts (the module docstring; spec
-    §3.2, §4.5, §6.1), each checked by ``check_limit`` when made."""
+    §3.2, §4.5, §6.1), each checked by ``check_limit`` when made. Each field is the one
+    declaration of its limit (``LIMITS``)."""
 
-    memory_limit_mb: int = DEFAULT_MEMORY_LIMIT_MB
-    max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES
-    max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES
-    max_json_depth: int = DEFAULT_MAX_JSON_DEPTH
-    max_call_args_bytes: int = DEFAULT_MAX_CALL_ARGS_BYTES
-    max_log_lines: int = DEFAULT_MAX_LOG_LINES
-    max_log_bytes: int = DEFAULT_MAX_LOG_BYTES
-    max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES
+    memory_limit_mb: int = _limit(
+        DEFAULT_MEMORY_LIMIT_MB, 8, 4096, "MiB",
+        "The memory limit of one attempt's script, in MiB (spec §3.2 `crash`).")
+    max_result_bytes: int = _limit(
+        DEFAULT_MAX_RESULT_BYTES, 1, 64 * _MIB, "bytes",
+        "The largest JSON text a step may return (spec §3.2 `oversized`).")
+    max_payload_bytes: int = _limit(
+        DEFAULT_MAX_PAYLOAD_BYTES, 1, 1024 * _MIB, "bytes",
+        "The largest payload, as JSON text in bytes; a larger one is refused before the "
+        "run (spec §4.5).")
+    max_json_depth: int = _limit(
+        DEFAULT_MAX_JSON_DEPTH, 1, MAX_JSON_DEPTH_LIMIT, "levels",
+        "How deeply payloads, service-call arguments, results and JSON response bodies "
+        "may nest arrays and objects (spec §4.5).")
+    max_call_args_bytes: int = _limit(
+        DEFAULT_MAX_CALL_ARGS_BYTES, 1, 256 * _MIB, "bytes",
+        "The largest arguments of one services.* call, as JSON text in bytes (spec §4.5).")
+    max_log_lines: int = _limit(
+        DEFAULT_MAX_LOG_LINES, 1, 1_000_000, "lines",
+        "Console lines one attempt may print (spec §4.4, §4.5).")
+    max_log_bytes: int = _limit(
+        DEFAULT_MAX_LOG_BYTES, 1, 256 * _MIB, "bytes",
+        "Console text one attempt may print, in UTF-8 bytes (spec §4.4, §4.5).")
+    max_response_bytes: int = _limit(
+        DEFAULT_MAX_RESPONSE_BYTES, 1, 1024 * _MIB, "bytes",
+        "The largest HTTP response body, counted after decompression (spec §4.1, §4.5).")
 
     def __post_init__(self) -> None:
         for item in fields(self):
@@ -124,6 +149,18 @@ class Limits:
     def memory_limit_bytes(self) -> int:
         """``memory_limit_mb`` in bytes: what the script worker's heap may hold."""
         return self.memory_limit_mb * _MIB
+
+
+#: Every limit as ``Limits`` declares it, in its order: the settings of ``%config Woml``
+#: and the flags of ``woml run`` are made from this (STYLE 14).
+LIMITS: Final[Mapping[str, Limit]] = MappingProxyType({
+    item.name: item.metadata["limit"] for item in fields(Limits)
+})
+#: What each limit may be set to: ``(lowest, highest, unit)`` (the module docstring says
+#: why), as ``LIMITS`` declares it; ``check_limit`` refuses what lies outside.
+LIMIT_RANGES: Final[Mapping[str, tuple[int, int, str]]] = MappingProxyType({
+    name: (limit.low, limit.high, limit.unit) for name, limit in LIMITS.items()
+})
 
 
 def json_depth(value: Any, stop_after: int | None = None) -> int:

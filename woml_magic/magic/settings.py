@@ -19,19 +19,7 @@ from .. import api
 from ..api import EngineConfig
 from ..clock import CLOCKS
 from ..errors import WomlError, one_of, quote
-from ..limits import (
-    DEFAULT_MAX_CALL_ARGS_BYTES,
-    DEFAULT_MAX_JSON_DEPTH,
-    DEFAULT_MAX_LOG_BYTES,
-    DEFAULT_MAX_LOG_LINES,
-    DEFAULT_MAX_PAYLOAD_BYTES,
-    DEFAULT_MAX_RESPONSE_BYTES,
-    DEFAULT_MAX_RESULT_BYTES,
-    DEFAULT_MEMORY_LIMIT_MB,
-    LIMIT_RANGES,
-    Limits,
-    check_limit,
-)
+from ..limits import LIMITS, Limits, check_limit
 from ..policy import MAX_DURATION, DurationError, parse_duration
 
 DEFAULT_JOURNAL = ".woml/journal.sqlite3"
@@ -41,6 +29,16 @@ SPEC_DEFAULT_TIMEOUT = "30s"
 _HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
 # A host name or IP literal as it appears in a URL (no scheme, path or port).
 _HOST = re.compile(r"^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.-]+)$")
+
+
+def _limit_settings() -> dict[str, Int[int, int]]:
+    """An ``Int`` setting for each limit (spec §6.1), as ``limits.LIMITS`` declares it:
+    its default, and its help followed by the range it may be set to."""
+    return {
+        name: Int(limit.default, help=f"{limit.help} Allowed: {limit.low} to {limit.high} "
+                  f"{limit.unit}.").tag(config=True)
+        for name, limit in LIMITS.items()
+    }
 
 
 class Woml(Configurable):
@@ -56,14 +54,6 @@ class Woml(Configurable):
         DEFAULT_JOURNAL,
         help="The journal file (spec §5.2); a relative path is taken from the directory "
         "the extension was loaded in; ':memory:' keeps runs for this session only.",
-    ).tag(config=True)
-    max_result_bytes = Int(
-        DEFAULT_MAX_RESULT_BYTES,
-        help="The largest JSON text a step may return (spec §3.2 `oversized`).",
-    ).tag(config=True)
-    memory_limit_mb = Int(
-        DEFAULT_MEMORY_LIMIT_MB,
-        help="The memory limit of one attempt's script, in MiB (spec §3.2 `crash`).",
     ).tag(config=True)
     default_timeout = Unicode(
         SPEC_DEFAULT_TIMEOUT,
@@ -101,34 +91,13 @@ class Woml(Configurable):
         help="Hosts scripts may call through services.http; None allows every host.",
     ).tag(config=True)
 
-    max_payload_bytes = Int(
-        DEFAULT_MAX_PAYLOAD_BYTES,
-        help="The largest payload, as JSON text in bytes; a larger one is refused before "
-        "the run (spec §4.5).",
-    ).tag(config=True)
-    max_json_depth = Int(
-        DEFAULT_MAX_JSON_DEPTH,
-        help="How deeply payloads, service-call arguments, results and JSON response "
-        "bodies may nest arrays and objects (spec §4.5).",
-    ).tag(config=True)
-    max_call_args_bytes = Int(
-        DEFAULT_MAX_CALL_ARGS_BYTES,
-        help="The largest arguments of one services.* call, as JSON text in bytes (§4.5).",
-    ).tag(config=True)
-    max_log_lines = Int(
-        DEFAULT_MAX_LOG_LINES, help="Console lines one attempt may print (spec §4.4, §4.5)."
-    ).tag(config=True)
-    max_log_bytes = Int(
-        DEFAULT_MAX_LOG_BYTES,
-        help="Console text one attempt may print, in UTF-8 bytes (spec §4.4, §4.5).",
-    ).tag(config=True)
-    max_response_bytes = Int(
-        DEFAULT_MAX_RESPONSE_BYTES,
-        help="The largest HTTP response body, counted after decompression (spec §4.1, §4.5).",
-    ).tag(config=True)
+    # One setting per limit, made from its declaration in ``limits.Limits`` (name,
+    # default, range, help): a class body's ``locals()`` is its namespace, so these are
+    # traits as if written here (STYLE 14).
+    locals().update(_limit_settings())
 
-    # LIMIT_RANGES is the limits' own table: a setting refuses what the API refuses.
-    @validate(*LIMIT_RANGES)
+    # The limits' own check: a setting refuses what the API refuses.
+    @validate(*LIMITS)
     def _check_limit(self, proposal: dict[str, Any]) -> int:
         """The limits' own check (``limits.check_limit``): the API's sentence, named as
         the setting (``Woml.max_log_lines 0 is out of range; use 1 to …``)."""
@@ -139,7 +108,7 @@ class Woml(Configurable):
 
     def limits(self) -> Limits:
         """Every limit of a run and its attempts (spec §3.2, §4.5), for ``EngineConfig``."""
-        return Limits(**{name: getattr(self, name) for name in LIMIT_RANGES})
+        return Limits(**{name: getattr(self, name) for name in LIMITS})
 
     @validate("clock")
     def _check_clock(self, proposal: dict[str, Any]) -> str:
