@@ -132,7 +132,7 @@ def check_lab(args: CellArgs) -> None:
         return
     # The lab's own checks, flag by flag, so a bad value is one usage line that names
     # its flag (they raise LabModelError, shown with a traceback).
-    from ..lab import loopback_url
+    from ..lab.plan import loopback_url
     from ..lab.server import parse_outage, server_model
     from ..lab.whatif import WhatIf
 
