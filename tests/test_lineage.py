@@ -26,10 +26,10 @@ from woml_magic.model import Run
 from woml_magic.policy import RetryPolicy
 from woml_magic.redaction import REDACTED
 from woml_magic.timeline import LineageTable, ledger_line, lineage_table, render_html, render_text
+from woml_magic.timeline.faults import fault_kinds
 from woml_magic.timeline.lineage import (
     VERDICT_WORDS,
     KeyUse,
-    fault_kinds,
     lineage,
     step_lineage,
 )

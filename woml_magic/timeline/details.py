@@ -25,8 +25,9 @@ from ..outcomes import SUCCEEDED
 from ..policy import RetryPolicy
 from ..policy_targets import Translation, translate_all
 from .axis import format_time
+from .faults import fault_words, injected_of
 from .lanes import Lane
-from .lineage import KeyUse, StepLineage, fault_words, injected_of, step_lineage
+from .lineage import KeyUse, StepLineage, step_lineage
 from .markup import esc
 from .outcome_styles import outcome_style
 from .verdicts import call_verdict, error_text

@@ -30,8 +30,8 @@ from ..outcomes import (
 )
 from ..policy import attempts_used
 from .axis import format_time
+from .faults import fault_kinds, injected_of
 from .geometry import BAR_H, LANE_GAP, ROW_H, text_width
-from .lineage import fault_kinds, injected_of
 from .outcome_styles import PLANNED, outcome_style
 
 SegmentKind = Literal["attempt", "wait", "planned", "planned-wait"]

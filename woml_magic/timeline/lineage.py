@@ -31,7 +31,6 @@ spec §8): "1 charge recorded", "2 charges recorded: a duplicate".
 from __future__ import annotations
 
 import json
-import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -41,6 +40,7 @@ from ..events import JSON
 from ..model import Call, Run
 from ..outcomes import AMBIGUOUS, NETWORK_ERROR, RESPONSE, RUNNING
 from ..redaction import REDACTED
+from .faults import DISCARDING_FAULTS, NOT_SENT_FAULTS, fault_kinds, fault_words, injected_of
 from .verdicts import server_replayed
 
 KeyVerdict = Literal[
@@ -79,40 +79,10 @@ _SHORTS: dict[str, str] = {**_SHORT, "error": "errors"}
 #: one without a key can do its effect twice.
 UNSAFE_METHODS = frozenset({"POST", "PATCH"})
 
-#: Injected faults (spec §10.2) that answer without sending the request.
-NOT_SENT_FAULTS = ("network-error", "status=")
-
-#: Injected faults (spec §10.2) that send the request, read the answer and drop it.
-DISCARDING_FAULTS = ("drop-response", "timeout-after-send")
-
 #: A record's own fields, which differ between two otherwise identical records.
 RECORD_IDENTITY_FIELDS = frozenset({"id", "object", "created"})
 
 _REASON_CHARS = 160
-
-#: A fault's kind in a call's ``injected``: each reads ``KIND (--fault CALL@N=KIND)``.
-_FAULT_KIND = re.compile(r"([^\s,;()]+) \(--fault ")
-
-
-def injected_of(call: Call) -> str | None:
-    """The faults injected into ``call`` (spec §10.2), as the fault service recorded
-    them (``"drop-response (--fault create-charge@1=drop-response)"``), or ``None``."""
-    return call.injected or None
-
-
-def fault_kinds(injected: str) -> tuple[str, ...]:
-    """The kinds of the faults a call's ``injected`` describes, in order:
-    ``"drop-response (--fault create-charge@1=drop-response)"`` → ``("drop-response",)``;
-    a delay and another fault on one call give both (``"delay=2s"``, ``"status=503"``).
-    A description not in that form is its own kind."""
-    kinds = tuple(_FAULT_KIND.findall(injected))
-    return kinds or (" ".join(injected.split()),)
-
-
-def fault_words(injected: str) -> str:
-    """The faults in a few words, as the badge shows them: ``"delay=2s, drop-response"``."""
-    return ", ".join(fault_kinds(injected))
-
 
 @dataclass(frozen=True)
 class KeyUse:

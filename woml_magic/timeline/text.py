@@ -23,9 +23,10 @@ import textwrap
 
 from ..model import Attempt, Call, Run
 from .axis import format_time
+from .faults import fault_words, injected_of
 from .lanes import Segment
 from .layout import compute_layout
-from .lineage import KeyUse, StepLineage, fault_words, injected_of, step_lineage
+from .lineage import KeyUse, StepLineage, step_lineage
 from .markup import visible
 from .verdicts import call_verdict, error_text
 
