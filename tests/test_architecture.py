@@ -318,7 +318,8 @@ def test_the_literal_and_choices_checks_see_a_restatement() -> None:
 
 SERVICES = PACKAGE / "services"
 #: The modules whose pieces ``HttpService.request`` is assembled from.
-PIPELINE_MODULES = ("faults", "http_body", "http_outcome", "http_request")
+PIPELINE_MODULES = ("allow_list", "faults", "http_body", "http_call", "http_outcome",
+                    "http_request")
 #: Names ``services/http.py`` imports from them that other layers may use anyway.
 SHARED = {"Fault": "an EngineConfig carries the injected faults (spec §10.2)"}
 
@@ -351,8 +352,9 @@ OUTSIDE_SERVICES = [p for p in SOURCES if not p.is_relative_to(SERVICES)]
 
 def test_the_pipeline_pieces_are_found() -> None:
     """The rule below reads its list from the source: it must see the steps."""
-    assert {"parse_request", "call_started", "claim_call", "CallFaults", "read_body",
-            "decode_data", "classify_transport_error", "http_error_message"} <= pipeline_pieces()
+    assert {"parse_request", "call_started", "claim_call", "ManagedCall", "HostAllowList",
+            "CallFaults", "read_body", "decode_data", "classify_transport_error",
+            "http_error_message"} <= pipeline_pieces()
     assert "HttpService" not in pipeline_pieces()
 
 

@@ -39,7 +39,7 @@ __all__ = [
 
 _LAZY = {
     "DEFAULT_REDACTED": "http_request",
-    "HostAllowList": "http_request",
+    "HostAllowList": "allow_list",
     "HttpRequest": "http_request",
     "parse_request": "http_request",
     "redact_headers": "http_request",
@@ -57,12 +57,12 @@ _LAZY = {
 }
 
 if TYPE_CHECKING:
+    from .allow_list import HostAllowList
     from .faults import Fault, parse_fault, parse_faults
     from .http import MAX_RESPONSE_BYTES, HttpService
     from .http_outcome import classify_transport_error
     from .http_request import (
         DEFAULT_REDACTED,
-        HostAllowList,
         HttpRequest,
         parse_request,
         redact_headers,

@@ -33,7 +33,6 @@ import contextlib
 import functools
 import ssl
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from http.cookiejar import CookieJar, DefaultCookiePolicy
 from typing import Any
 
@@ -41,12 +40,13 @@ import httpx
 
 from .. import __version__
 from ..errors import ServiceRejection
-from ..events import CallFinished, CallStarted
 from ..limits import DEFAULT_MAX_JSON_DEPTH, DEFAULT_MAX_RESPONSE_BYTES, DEFAULT_TIMEOUT_S
+from .allow_list import HostAllowList
 from .cassette import CALL, Call, Cassette, Unmatched
 from .cassette_transport import RecordingTransport, ReplayTransport
 from .faults import CallFaults, Fault
 from .http_body import ACCEPT_ENCODING, BodyTooLarge, UnsupportedEncoding, read_body
+from .http_call import ManagedCall, claim_call
 from .http_outcome import (
     TooDeep,
     classify_transport_error,
@@ -55,21 +55,15 @@ from .http_outcome import (
 )
 from .http_request import (
     DEFAULT_REDACTED,
-    HostAllowList,
     HttpRequest,
     call_started,
     parse_request,
     redact_headers,
 )
-from .scope import CALL_EXTENSION, CallScope, CallTag, is_reattachable
+from .scope import CALL_EXTENSION, CallScope, is_reattachable
 from .secrets import Secrets, hide_from_logs, stop_hiding_from_logs
 
 MAX_RESPONSE_BYTES = DEFAULT_MAX_RESPONSE_BYTES
-
-_KEY_HINT = (
-    " Give the request idempotency: {header: 'Idempotency-Key', value: "
-    "attempt.idempotencyKey} if the API supports it, so a retry is safe."
-)
 
 
 class _TooLarge(Exception):
@@ -85,67 +79,6 @@ class _Unreadable(Exception):
     def __init__(self, response: httpx.Response, encoding: str) -> None:
         self.response = response
         self.encoding = encoding
-
-
-def claim_call(req: HttpRequest, scope: CallScope) -> int:
-    """Claim ``req``'s name in ``scope``'s attempt, where names of managed calls are
-    unique (``TypeError`` otherwise), and return the call's index in the attempt."""
-    if req.name is not None:
-        if req.name in scope.names_used:
-            raise ServiceRejection(
-                "TypeError",
-                f"the call name {req.name!r} is already used in this attempt; names of "
-                f"managed calls must be unique within one attempt (e.g. "
-                f"{req.name + '-2'!r})",
-            )
-        scope.names_used.add(req.name)
-    index = scope.calls_made
-    scope.calls_made += 1
-    return index
-
-
-@dataclass
-class _Call:
-    """One call of ``HttpService.request`` once validated and claimed: the request, its
-    attempt's scope, its index there and the faults acting on it."""
-
-    req: HttpRequest
-    scope: CallScope
-    index: int
-    faults: CallFaults
-    started: CallStarted
-    secrets: Secrets
-
-    @property
-    def tag(self) -> CallTag:
-        scope = self.scope
-        return CallTag(scope.run_id, scope.step_id, scope.attempt_number, self.index,
-                       self.req.name)
-
-    def finish(self, **kwargs: Any) -> None:
-        """Emit the call's ``CallFinished`` with ``kwargs``, its response and error
-        scrubbed of secret values (spec §10.1)."""
-        if self.secrets:
-            for key in ("response", "error"):
-                kwargs[key] = self.secrets.scrub_json(kwargs.get(key))
-        scope = self.scope
-        scope.emit(CallFinished(run_id=scope.run_id, at=scope.now(), step_id=scope.step_id,
-                                number=scope.attempt_number, call_index=self.index,
-                                name=self.req.name, injected=self.faults.injected, **kwargs))
-
-    def mark_unkeyed(self) -> None:
-        """The call may have reached the server: without ``idempotency`` its attempt is
-        marked for the ambiguity guard (spec §4.2)."""
-        if self.req.idempotency is None:
-            self.scope.unkeyed_ambiguity = True
-
-    def ambiguous(self, message: str) -> ServiceRejection:
-        """The ``AmbiguousError`` of this call (spec §4.1); without ``idempotency`` the
-        attempt is marked and the message says how to make a retry safe."""
-        if self.req.idempotency is None:
-            message = message.rstrip(".") + "." + _KEY_HINT
-        self.mark_unkeyed()
-        return ServiceRejection("AmbiguousError", message, {"ambiguous": True})
 
 
 @functools.cache
@@ -262,7 +195,7 @@ class HttpService:
         response, body = await self._exchange(call)  # 7
         return self._answer(call, response, body)
 
-    def _open(self, request: Any, options: Any, scope: CallScope) -> _Call:
+    def _open(self, request: Any, options: Any, scope: CallScope) -> ManagedCall:
         """Steps 1-3: validate the request, claim its name, emit ``CallStarted``."""
         req = parse_request(request, options, default_timeout=self.default_timeout,
                             secrets=self.secrets)
@@ -271,9 +204,9 @@ class HttpService:
         index = claim_call(req, scope)
         started = call_started(req, scope, index, self.redact)
         scope.emit(started)
-        return _Call(req, scope, index, faults, started, self.secrets)
+        return ManagedCall(req, scope, index, faults, started, self.secrets)
 
-    def _check_allowed(self, call: _Call) -> None:
+    def _check_allowed(self, call: ManagedCall) -> None:
         """Step 4: a host outside the allow-list is a ``NetworkError``, nothing sent."""
         req = call.req
         if self.allow.allows(req.url):
@@ -285,7 +218,7 @@ class HttpService:
         call.finish(outcome="network-error", error=message)
         raise ServiceRejection("NetworkError", message, {"blocked": True, "host": req.url.host})
 
-    def _reattached(self, call: _Call) -> dict[str, Any] | None:
+    def _reattached(self, call: ManagedCall) -> dict[str, Any] | None:
         """Step 5: the journaled 2xx response of a named call, replayed (spec §4.3)."""
         name = call.req.name
         stored = call.scope.step_calls.reattach.get(name) if name is not None else None
@@ -295,7 +228,7 @@ class HttpService:
                     response=stored)
         return {**stored, "replayed": True}
 
-    async def _exchange(self, call: _Call) -> tuple[httpx.Response, bytes]:
+    async def _exchange(self, call: ManagedCall) -> tuple[httpx.Response, bytes]:
         """Step 7's sending: ``CallStarted`` made durable, the request sent and its body
         read; a failure to get an answer is recorded and raised as spec §4.1 names it."""
         req, scope = call.req, call.scope
@@ -342,7 +275,7 @@ class HttpService:
             call.finish(outcome="ambiguous", error=f"internal error while sending: {exc!r}")
             raise
 
-    def _answer(self, call: _Call, response: httpx.Response, body: bytes) -> dict[str, Any]:
+    def _answer(self, call: ManagedCall, response: httpx.Response, body: bytes) -> dict[str, Any]:
         """Step 7's answer: a dropped response (an injected fault), the body decoded and
         scrubbed, ``CallFinished``, and the value or the ``HttpError``."""
         req = call.req
@@ -373,7 +306,7 @@ class HttpService:
             call.scope.step_calls.reattach[req.name] = record
         return {"status": status, "headers": headers, "data": data, "replayed": False}
 
-    async def _send(self, call: _Call, kept: Call | None) -> tuple[httpx.Response, bytes]:
+    async def _send(self, call: ManagedCall, kept: Call | None) -> tuple[httpx.Response, bytes]:
         """Send and read the body, at most ``max_response_bytes`` of it, counted after
         decompression while it streams (http_body.py)."""
         req = call.req

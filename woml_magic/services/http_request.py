@@ -3,10 +3,11 @@
 ``parse_request`` turns the parsed-JSON ``request`` and ``options`` into a frozen
 ``HttpRequest`` or rejects with a ``TypeError``-named ``ServiceRejection`` whose one
 sentence names the bad value and what is allowed. Nothing here touches the network.
-Also here: header redaction and the host allow-list, both decided before a byte leaves,
-and secret references (spec §10.1): a request that holds them is parsed twice, once as
-shown (references kept) and once as sent (values substituted), and only the shown form
-is ever journaled or quoted in a message (``call_started``, the call's first event).
+Also here: header redaction, decided before a byte leaves (as the host allow-list is,
+in ``allow_list``), and secret references (spec §10.1): a request that holds them is
+parsed twice, once as shown (references kept) and once as sent (values substituted),
+and only the shown form is ever journaled or quoted in a message (``call_started``,
+the call's first event).
 Query strings and form bodies (spec §10.3) are encoded in ``http_form``.
 """
 
@@ -18,7 +19,6 @@ import difflib
 import json
 import math
 import re
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -421,38 +421,3 @@ def _basic_auth(url: httpx.URL, headers: list[tuple[str, str]]) -> tuple[str, st
         )
     pair = f"{url.username}:{url.password}".encode("utf-8", "surrogatepass")
     return "Authorization", "Basic " + base64.b64encode(pair).decode("ascii")
-
-
-class HostAllowList:
-    """The ``http_allow`` setting: which hosts scripts may call (spec §4.1, our decision).
-
-    Entries are host names or IP addresses (``api.example.com``, ``127.0.0.1``), a
-    ``*.`` wildcard for any subdomain (``*.example.com``, which does not match
-    ``example.com`` itself), or ``host:port`` to allow a single port. Matching ignores
-    case. ``None`` allows every host.
-    """
-
-    def __init__(self, entries: Iterable[str] | None) -> None:
-        self.entries = None if entries is None else tuple(e.strip().lower() for e in entries)
-
-    def allows(self, url: httpx.URL) -> bool:
-        if self.entries is None:
-            return True
-        host, port = url.host.lower(), url.port or (443 if url.scheme == "https" else 80)
-        for entry in self.entries:
-            pattern, _, entry_port = entry.rpartition(":") if _has_port(entry) else (entry, "", "")
-            if entry_port and int(entry_port) != port:
-                continue
-            pattern = pattern.strip("[]")
-            if pattern.startswith("*."):
-                if host.endswith(pattern[1:]):
-                    return True
-            elif host == pattern:
-                return True
-        return False
-
-
-def _has_port(entry: str) -> bool:
-    # "::1" is an IPv6 address, "[::1]:8080" and "host:8080" carry a port.
-    head, sep, tail = entry.rpartition(":")
-    return bool(sep) and tail.isdigit() and (":" not in head or head.endswith("]"))
