@@ -16,8 +16,8 @@ PACKAGE = Path(__file__).resolve().parents[1] / "woml_magic"
 #: Each layer and the modules in it (dotted, below ``woml_magic``; a trailing ``.``
 #: takes a whole subpackage).
 LAYERS: dict[str, tuple[str, ...]] = {
-    "vocabulary": ("errors", "outcomes", "limits", "policy", "policy_targets", "redaction",
-                   "events", "clock", "runloop", "_lazy"),
+    "vocabulary": ("errors", "outcomes", "limits", "policy", "policy_targets",
+                   "policy_translation", "redaction", "events", "clock", "runloop", "_lazy"),
     "document": ("model", "scan", "scan_messages", "parse", "explain", "lint", "lint."),
     "runtime": ("runtime.", "runtime"),
     "services": ("services.", "services"),
@@ -524,3 +524,49 @@ def test_the_clock_rules_see_a_second_clock_and_a_peek(tmp_path: Path) -> None:
     assert [s for _, s in private_reads(source, asyncio_privates())] == [
         "loop._ready", "getattr(loop, '_scheduled')"]
     assert OTHER_CLOCKS.keys() == {("temporal.workflow", "WorkflowClock")}
+
+
+# -- modules a reader can hold (issue 23; STYLE 1: one concept a module) -------------------
+
+#: The most lines a module of the package may have.
+MAX_MODULE_LINES = 450
+#: Modules allowed more, each one concept that splitting would hurt, with the reason.
+#: (None today: every module that grew past the bound was split along a seam.)
+LONG_MODULES: dict[str, str] = {}
+
+
+def lines_of(path: Path) -> int:
+    """How many lines ``path`` has, as ``wc -l`` counts them."""
+    return path.read_bytes().count(b"\n")
+
+
+def too_long(paths: list[Path], root: Path = PACKAGE) -> list[tuple[str, int]]:
+    """``(module path, lines)`` for each of ``paths`` over ``MAX_MODULE_LINES`` and not
+    in ``LONG_MODULES``."""
+    found = []
+    for path in paths:
+        rel = path.relative_to(root).as_posix()
+        count = lines_of(path)
+        if count > MAX_MODULE_LINES and rel not in LONG_MODULES:
+            found.append((rel, count))
+    return found
+
+
+def test_every_module_is_at_most_450_lines_unless_named_with_its_reason() -> None:
+    over = too_long(SOURCES)
+    assert not over, (
+        f"{', '.join(f'woml_magic/{rel} has {n} lines' for rel, n in over)}; a module "
+        f"holds at most {MAX_MODULE_LINES}: split it along a seam into modules named by "
+        "the spec's nouns, or, if it is one concept, name it in LONG_MODULES with why"
+    )
+    for rel, reason in LONG_MODULES.items():  # an entry is a module that is still long
+        assert lines_of(PACKAGE / rel) > MAX_MODULE_LINES, f"{rel} is short now: drop it"
+        assert reason.strip(), f"LONG_MODULES[{rel!r}] gives no reason"
+
+
+def test_the_size_rule_sees_a_long_module(tmp_path: Path) -> None:
+    """The check itself: one line past the bound is found, the bound itself is not."""
+    (tmp_path / "long.py").write_text("x = 1\n" * (MAX_MODULE_LINES + 1), encoding="utf-8")
+    (tmp_path / "full.py").write_text("x = 1\n" * MAX_MODULE_LINES, encoding="utf-8")
+    paths = sorted(tmp_path.glob("*.py"))
+    assert too_long(paths, tmp_path) == [("long.py", MAX_MODULE_LINES + 1)]

@@ -11,7 +11,7 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Literal
 
 if TYPE_CHECKING:
-    from .policy_targets import Translation
+    from .policy_translation import Translation
 
 Backoff = Literal["fixed", "exponential"]
 

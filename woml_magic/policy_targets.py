@@ -30,6 +30,7 @@ The rules, target by target (every ``retry="N"`` is N total attempts):
 A single attempt (``retry="1"``) translates to the target's plain "no retry".
 
 This module produces text and data only: it imports none of the four libraries.
+What a translation holds and how it shows itself is ``policy_translation.Translation``.
 ``tests/test_policy_targets.py`` checks every translation against them (tenacity's
 and stamina's real wait functions, a real Temporal dev server, and the ASL formula).
 """
@@ -37,16 +38,17 @@ and stamina's real wait functions, a real Temporal dev server, and the ASL formu
 from __future__ import annotations
 
 import difflib
-import html
 import json
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
 from .errors import TargetError, quote
 from .policy import RetryPolicy, format_duration
+from .policy_translation import Translation
+
+__all__ = ["TARGETS", "Translation", "translate", "translate_all"]
 
 #: The engines a policy translates to, in display order.
 TARGETS: tuple[str, ...] = ("temporal", "stepfunctions", "tenacity", "stamina")
@@ -63,61 +65,6 @@ TEMPORAL_NON_RETRYABLE = ("TemporalTimeout:StartToClose", "TemporalTimeout:Heart
 
 #: The ASL error name that matches every task error except ``States.Timeout``.
 STEPFUNCTIONS_ERRORS = ("States.TaskFailed",)
-
-#: Two delays in seconds are the same within this (they are equal unless float rounding
-#: of a 256-day wait differs in the last bit).
-_REL_TOL, _ABS_TOL = 1e-12, 1e-9
-
-
-@dataclass(frozen=True)
-class Translation:
-    """One step's retry policy in one target engine (spec §11).
-
-    ``code`` is the snippet to paste; ``data`` the same settings as keyword arguments
-    (temporal, stamina), as the ASL retrier (stepfunctions), or as
-    ``{"stop"|"wait": {function: kwargs}, "reraise": True}`` (tenacity). ``delays`` are
-    the target's waits in seconds before attempts 2..N; ``same`` says whether they and
-    the attempt count equal WOML's (``woml_delays``); ``warnings`` say, one sentence
-    each, what differs and why.
-    """
-
-    target: str
-    code: str
-    data: dict[str, Any]
-    delays: tuple[float, ...]
-    same: bool
-    warnings: tuple[str, ...]
-    woml_delays: tuple[float, ...] = field(default=())
-
-    def __str__(self) -> str:
-        lines = [f"{self.target} · {self._verdict()}", "", self.code]
-        if self.warnings:
-            lines += ["", "warnings:", *(f"- {w}" for w in self.warnings)]
-        return "\n".join(lines)
-
-    def __repr__(self) -> str:
-        return str(self)
-
-    def _repr_html_(self) -> str:
-        esc = html.escape
-        verdict = "same" if self.same else "differs"
-        parts = [
-            f'<div class="woml-policy-target" data-target="{esc(self.target)}" '
-            f'data-same="{str(self.same).lower()}">',
-            f"<p><strong>{esc(self.target)}</strong> · "
-            f'<span class="woml-{verdict}">{esc(self._verdict())}</span></p>',
-            f"<pre><code>{esc(self.code)}</code></pre>",
-        ]
-        if self.warnings:
-            parts.append("<ul>" + "".join(f"<li>{esc(w)}</li>" for w in self.warnings) + "</ul>")
-        parts.append("</div>")
-        return "".join(parts)
-
-    def _verdict(self) -> str:
-        if self.same:
-            return f"waits {_waits_text(self.delays)}, as WOML"
-        return f"waits {_waits_text(self.delays)}; WOML waits {_waits_text(self.woml_delays)}"
-
 
 def translate(policy: RetryPolicy, target: str) -> Translation:
     """``policy`` in ``target`` (one of ``TARGETS``); ``TargetError`` (a ``WomlError``
@@ -145,7 +92,7 @@ def _temporal(policy: RetryPolicy) -> Translation:
     n = policy.attempts
     if n == 1:
         data: dict[str, Any] = {"maximum_attempts": 1}
-        return _finish(policy, "temporal", _temporal_code(data), data,
+        return Translation.of(policy, "temporal", _temporal_code(data), data,
                        _temporal_delays(data), [])
     warnings = []
     waits = policy.waits()
@@ -185,7 +132,7 @@ def _temporal(policy: RetryPolicy) -> Translation:
         "maximum_attempts": n,
         "non_retryable_error_types": list(TEMPORAL_NON_RETRYABLE),
     }
-    return _finish(policy, "temporal", _temporal_code(data), data,
+    return Translation.of(policy, "temporal", _temporal_code(data), data,
                    _temporal_delays(data), warnings)
 
 
@@ -238,7 +185,7 @@ def _stepfunctions(policy: RetryPolicy) -> Translation:
     retrier: dict[str, Any] = {"ErrorEquals": list(STEPFUNCTIONS_ERRORS)}
     if n == 1:
         retrier["MaxAttempts"] = 0
-        return _finish(policy, "stepfunctions", _asl_code(retrier), retrier,
+        return Translation.of(policy, "stepfunctions", _asl_code(retrier), retrier,
                        _stepfunctions_delays(retrier), warnings)
     delay_s = policy.delay.total_seconds()
     interval = _whole_seconds(delay_s)
@@ -273,7 +220,7 @@ def _stepfunctions(policy: RetryPolicy) -> Translation:
         "closed, as in WOML) but also crashes and service errors that WOML fails closed; "
         "list your task's own error names in ErrorEquals to retry only what it throws."
     )
-    return _finish(policy, "stepfunctions", _asl_code(retrier), retrier,
+    return Translation.of(policy, "stepfunctions", _asl_code(retrier), retrier,
                    _stepfunctions_delays(retrier), warnings)
 
 
@@ -321,7 +268,7 @@ def _tenacity(policy: RetryPolicy) -> Translation:
             "surely failed."
         )
     data["reraise"] = True
-    return _finish(policy, "tenacity", _tenacity_code(data), data,
+    return Translation.of(policy, "tenacity", _tenacity_code(data), data,
                    _tenacity_delays(data), warnings)
 
 
@@ -401,7 +348,7 @@ def _stamina(policy: RetryPolicy) -> Translation:
             "retries only a thrown error and fails a timed-out attempt closed; name the "
             "errors that mean the call surely failed (Exception is the widest).",
         ]
-    return _finish(policy, "stamina", _stamina_code(data), data,
+    return Translation.of(policy, "stamina", _stamina_code(data), data,
                    _stamina_delays(data), warnings)
 
 
@@ -428,22 +375,6 @@ def _stamina_code(data: dict[str, Any]) -> str:
 # -- shared -----------------------------------------------------------------------------
 
 
-def _finish(
-    policy: RetryPolicy,
-    target: str,
-    code: str,
-    data: dict[str, Any],
-    delays: tuple[float, ...],
-    warnings: list[str],
-) -> Translation:
-    woml = tuple(w.total_seconds() for w in policy.waits())
-    same = len(delays) == len(woml) and all(
-        math.isclose(a, b, rel_tol=_REL_TOL, abs_tol=_ABS_TOL)
-        for a, b in zip(delays, woml, strict=True)
-    )
-    return Translation(target, code, data, delays, same, tuple(warnings), woml)
-
-
 def _whole_seconds(seconds: float) -> int:
     """The nearest whole number of seconds, at least 1 (halves round up)."""
     return max(1, math.floor(seconds + 0.5))
@@ -468,10 +399,6 @@ def _num(value: object) -> str:
     if isinstance(value, float) and value.is_integer():
         return str(int(value))
     return repr(value)
-
-
-def _waits_text(delays: tuple[float, ...]) -> str:
-    return ", ".join(format_duration(d) for d in delays) if delays else "nothing (no retry)"
 
 
 _BUILDERS: dict[str, Callable[[RetryPolicy], Translation]] = {
