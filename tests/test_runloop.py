@@ -1,4 +1,5 @@
-"""The run loop (spec §6.3): one wait on it for ``run``, ``run_async``, ``lab``, ``lab_async``.
+"""The run loop (spec §6.3): one wait on it for ``run``, ``run_async``, ``lab``,
+``lab_async`` and ``await handle``.
 
 Each caller only waits while the run (or the lab) executes on the package's loop
 thread; Ctrl-C or a cancel of the awaiting task must reach the caller promptly, with
@@ -86,6 +87,9 @@ CASES = {
                   "cancelled"),
     "lab": (BLOCKING, f"lab({SPIN!r}, {LAB})", None),
     "lab_async": (AWAITING, f"lab_async({SPIN!r}, {LAB})", None),
+    # A background run (spec §7 ``wm.start``) awaited: the same wait as run_async's.
+    "await handle": (AWAITING, f"wm.start({SPIN!r}, clock='real', sinks=[sink])",
+                     "cancelled"),
 }
 
 
@@ -117,3 +121,25 @@ def test_ctrl_c_lands_within_half_a_second_with_the_books_closed(caller: str,
         assert f"OUTCOMES ['{outcome}']" in out
     assert proc.returncode == 0
 
+
+
+def test_awaiting_a_handle_gives_its_run_also_when_its_owner_cancelled_it() -> None:
+    """spec §7: ``await handle`` gives the final ``Run``; after ``handle.cancel()`` (the
+    awaiting task not cancelled) that is the run whose attempt ended ``cancelled``."""
+    import asyncio
+
+    import woml_magic as wm
+
+    done = '<step id="s"><script>return 1;</script></step>'
+
+    async def main() -> tuple[wm.Run, wm.Run]:
+        finished = await wm.start(done, clock="real")
+        handle = wm.start(SPIN, clock="real")
+        assert handle.wait_started(timeout=30)
+        await asyncio.sleep(0.3)  # the script spins in its worker
+        handle.cancel()
+        return finished, await handle
+
+    finished, cancelled = asyncio.run(main())
+    assert finished.status == "succeeded"
+    assert [a.outcome for a in cancelled.steps["s"].attempts] == ["cancelled"]

@@ -173,11 +173,25 @@ class RunHandle:
         return self._execution.run
 
     def __await__(self) -> Generator[Any, None, Run]:
+        return self._wait_async().__await__()
+
+    async def _wait_async(self) -> Run:
+        """``await handle``: the run's end, awaited with the one awaiting wait of the run
+        loop (``RunTask.wait_cancellably``, as ``run_async`` awaits), so a cancel of the
+        awaiting task that does not wake its loop (ipykernel's Ctrl-C in an ``await``
+        cell) lands: the running attempt ends ``cancelled`` and the cancel re-raises. A
+        run cancelled otherwise (``handle.cancel()``) gives its ``Run`` (spec §7)."""
         task = self._need_task()
+        stopped: list[bool] = []
+
+        def stop() -> None:
+            stopped.append(True)
+            self.cancel()
+
         try:
-            return (yield from task.wait_async().__await__())
+            return await task.wait_cancellably(stop)
         except asyncio.CancelledError:
-            if task.done():
+            if task.done() and not stopped:
                 return self._cancelled_run()
             raise
 

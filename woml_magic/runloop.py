@@ -13,8 +13,8 @@ the cell's thread only *waits* for a run that executes on this loop:
   (``RunTask.wait_interruptibly``, the one blocking wait of ``run`` and ``lab``);
 - an ``await`` from another loop ticks that loop while it waits, so a cancel that does
   not wake an idle loop (ipykernel's Ctrl-C in an ``await`` cell) lands
-  (``RunTask.wait_cancellably``, the one awaiting wait of ``run_async`` and
-  ``lab_async``);
+  (``RunTask.wait_cancellably``, the one awaiting wait of ``run_async``, ``lab_async``
+  and ``await handle``);
 - widget updates and display updates are sent from this thread (ipykernel's IOPub is
   thread-safe), so a foreground run's timeline is live while its cell blocks;
 - every task runs in a copy of the submitting thread's ``contextvars`` context, so
@@ -174,18 +174,22 @@ class RunTask(Generic[T]):
     async def wait_cancellably(self, stop: Callable[[], object]) -> T:
         """Await the task's value from another event loop, waking that loop every
         ``WAKE_INTERVAL_S`` (module docstring). Cancelling the awaiting task calls
-        ``stop``, waits up to ``STOP_WAIT_S`` for the task to end, and re-raises."""
+        ``stop``, waits up to ``STOP_WAIT_S`` for the task to end, and re-raises; a task
+        cancelled by anyone else raises ``CancelledError`` without calling ``stop``."""
         waker = asyncio.ensure_future(_wake_periodically())
+        ended = asyncio.ensure_future(self.wait_async())
         try:
-            return await asyncio.shield(self.wait_async())
+            # asyncio.wait leaves ``ended`` alone when this task is cancelled.
+            await asyncio.wait([ended])
         except asyncio.CancelledError:
             stop()
-            await asyncio.wait([asyncio.ensure_future(self.wait_async())], timeout=STOP_WAIT_S)
+            await asyncio.wait([ended], timeout=STOP_WAIT_S)
             raise
         finally:
             waker.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await waker
+        return ended.result()
 
 
 async def _wake_periodically() -> None:
