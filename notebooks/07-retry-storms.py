@@ -27,7 +27,8 @@
 # on a cell, or `wm.lab(text, clients=50, server="occ", what_if=["jitter=full"])`
 # from Python, as below. For scenarios too big to run real scripts for,
 # `woml_magic.lab.simulate` is the model-only path: the same schedule and server,
-# no scripts, 100,000 clients in a second.
+# no scripts, up to 100,000 clients (`limits.MAX_MODEL_CLIENTS`; a lab's clients are
+# real runs, up to 10,000, `limits.MAX_CLIENTS`).
 
 # %%
 import woml_magic as wm

@@ -171,6 +171,26 @@ def test_an_unknown_lab_keyword_is_a_woml_error_and_a_type_error() -> None:
             "--clients 3 --server http://10.0.0.1:80",
             "--server http://10.0.0.1:80: a lab sends real requests only to this machine",
         ),
+        (
+            "--clients 50000",
+            "(woml_magic.limits.MAX_CLIENTS: each is a real run of the scripts in this "
+            "kernel; the model-only path, woml_magic.lab.simulate, takes up to 100,000)",
+        ),
+        ("--clients 3 --server demo", "--server demo: the lab does not start the demo API"),
+        (
+            "--clients 3 --server http://127.0.0.1:9 --capacity 5",
+            "--capacity needs a server model, and --server http://127.0.0.1:9 is a real API: "
+            "drop --capacity, or give a model: --server unlimited | capacity | throttle | occ",
+        ),
+        (
+            "--clients 3 --server http://127.0.0.1:9 --outage 1s..2s",
+            "--outage needs a server model, and --server http://127.0.0.1:9 is a real API",
+        ),
+        ("--clients 3 --server http://127.0.0.1:9 --throttle", "--throttle needs a server model"),
+        (
+            "--clients 3 --server http://127.0.0.1:9 --what-if jitter=full",
+            "--what-if needs a server model",
+        ),
     ],
 )
 def test_a_bad_flag_is_one_usage_line(ip: InteractiveShell, flags: str, says: str) -> None:

@@ -710,7 +710,7 @@ return r.data.path;
                                               "choose one of full, equal, decorrelated"),
         ("--clients 3 --capacity -1", "--capacity -1: give a positive number"),
         ("--clients 3 --server http://127.0.0.1:9/ --what-if jitter=full",
-         "what-if overlays are model-only simulations"),
+         "--what-if needs a server model, and --server http://127.0.0.1:9/ is a real API"),
     ],
     ids=["clients", "outage", "server", "what-if", "capacity", "what-if-real-api"],
 )
@@ -718,7 +718,7 @@ def test_a_bad_lab_flag_is_one_usage_line_naming_it(
     ip: InteractiveShell, flags: str, says: str
 ) -> None:
     # spec §11, STYLE 6: UsageError itself (one line, no traceback), naming the flag and
-    # what is allowed; one client limit, the lab's.
+    # what is allowed; the lab's client limit (real runs).
     doc = '<step id="a"><script>return 1;</script></step>'
     with pytest.raises(UsageError) as info:
         woml(ip, flags, doc)

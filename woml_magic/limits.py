@@ -58,18 +58,34 @@ DEFAULT_MEMORY_LIMIT_MB = 128
 #: The largest result JSON text, in UTF-8 bytes (spec §3.2 ``oversized``).
 DEFAULT_MAX_RESULT_BYTES = 256 * 1024
 
-#: The most clients one retry lab runs (spec §11): each is a real run in this kernel.
-#: ``lab()``, ``%%woml --clients`` and their messages name this one bound.
+#: The most clients one retry lab runs (spec §11): each is a real run of the cell's
+#: scripts in this kernel, kept as a ``Run`` in its result (about 4 s a thousand, and
+#: their memory). ``lab()``, ``%%woml --clients`` and their messages name this bound.
 MAX_CLIENTS = 10_000
-#: The most clients of the lab's model-only path (``lab.simulate``, spec §11): no
-#: scripts run, so it models ten times as many.
-MAX_MODEL_CLIENTS = 10 * MAX_CLIENTS
+#: The most clients of the lab's model-only path (``lab.simulate``, spec §11): the same
+#: schedule against the same server model, but no scripts run and no ``Run`` is kept,
+#: only counts, so it models ten times as many (the bound keeps a typo from stalling the
+#: kernel for minutes). ``simulate`` and its message name this bound.
+MAX_MODEL_CLIENTS = 100_000
 
 #: The largest ``max_json_depth`` allowed: Python's own JSON reader and writer recurse,
 #: and the kernel must never meet a ``RecursionError`` (its default limit is 1,000).
 MAX_JSON_DEPTH_LIMIT = 512
 
 _MIB = 1024 * 1024
+
+
+def clients_allowed(*, model_only: bool = False) -> str:
+    """What a lab's ``clients`` may be, and why, as every refusal says it (spec §11): the
+    two bounds are of two things (``MAX_CLIENTS`` real runs, ``MAX_MODEL_CLIENTS``
+    modelled clients), so each message names its own and the other."""
+    if model_only:
+        return (f"1 to {MAX_MODEL_CLIENTS:,} clients (woml_magic.limits.MAX_MODEL_CLIENTS: "
+                "the model path runs no scripts; a lab of real runs takes up to "
+                f"{MAX_CLIENTS:,})")
+    return (f"1 to {MAX_CLIENTS:,} clients (woml_magic.limits.MAX_CLIENTS: each is a real "
+            "run of the scripts in this kernel; the model-only path, "
+            f"woml_magic.lab.simulate, takes up to {MAX_MODEL_CLIENTS:,})")
 
 
 def check_limit(name: str, value: object) -> int:

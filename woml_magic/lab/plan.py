@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, TypedDict
 
 from ..errors import LabArgumentError, LabModelError, quote
-from ..limits import MAX_CLIENTS
+from ..limits import MAX_CLIENTS, clients_allowed
 from .result import AMPLE
 from .server import PRESETS, ModelServer, outage_window, server_model
 from .simulate import Arrivals
@@ -106,8 +106,7 @@ def _plan(text_or_workflow: str | Workflow, clients: int, options: dict[str, Any
         )
     if isinstance(clients, bool) or not isinstance(clients, int) or not 1 <= clients <= MAX_CLIENTS:
         raise LabModelError(
-            f"clients must be a whole number from 1 to {MAX_CLIENTS:,} (limits.MAX_CLIENTS), "
-            f"got {clients!r} (the model path, simulate, takes more)"
+            f"clients must be a whole number from {clients_allowed()}; got {quote(clients)}"
         )
     if isinstance(seed, bool) or not isinstance(seed, int):
         raise LabModelError(f"seed must be a whole number, got {seed!r}")
@@ -171,12 +170,7 @@ def _server(
         url = getattr(server, "url", None)
     if url is None:
         if isinstance(server, str):
-            if server == "demo":
-                raise LabModelError(
-                    "the lab does not start the demo API itself: start it and give it, "
-                    "`with DemoAPI() as api: wm.lab(..., server=api)`"
-                )
-            model = server_model(server)
+            model = preset(server)
         elif isinstance(server, ModelServer) or server is None:
             model = server if server is not None else AMPLE
         else:
@@ -191,6 +185,17 @@ def _server(
             f"API (use a model: server=None or one of {', '.join(PRESETS)})"
         )
     return None, loopback_url(str(url))
+
+
+def preset(name: str) -> ModelServer:
+    """The server model ``name`` (``server.PRESETS``); "demo" is not one: the lab
+    sends to a running demo API, which it does not start."""
+    if name == "demo":
+        raise LabModelError(
+            "the lab does not start the demo API itself: start it and give it, "
+            "`with DemoAPI() as api: wm.lab(..., server=api)` (or its URL)"
+        )
+    return server_model(name)
 
 
 def loopback_url(url: str) -> str:

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from typing import Literal, NamedTuple
 
 from ..errors import LabModelError, quote
-from ..limits import MAX_MODEL_CLIENTS
+from ..limits import MAX_MODEL_CLIENTS, clients_allowed
 from ..policy import DurationError, RetryPolicy, format_duration, parse_duration
 from .server import ModelServer, Request
 from .whatif import RetryBudget, WhatIf
@@ -309,8 +309,8 @@ def simulate(
     server = server if server is not None else ModelServer()
     if not (isinstance(clients, int) and 1 <= clients <= MAX_MODEL_CLIENTS):
         raise LabModelError(
-            f"clients must be 1..{MAX_MODEL_CLIENTS:,} (limits.MAX_MODEL_CLIENTS), got "
-            f"{clients!r}"
+            f"clients must be a whole number from {clients_allowed(model_only=True)}; got "
+            f"{quote(clients)}"
         )
     if not (isinstance(layers, int) and 1 <= layers <= MAX_LAYERS):
         raise LabModelError(f"layers must be 1..{MAX_LAYERS}, got {layers!r}")

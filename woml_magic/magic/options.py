@@ -15,7 +15,7 @@ from .. import api
 from ..api import Journal, Workflow
 from ..clock import ClockKind, as_clock
 from ..errors import LabModelError, WomlRunError, quote
-from ..limits import MAX_CLIENTS
+from ..limits import MAX_CLIENTS, clients_allowed
 from .arguments import CellArgs, EngineArgs
 from .settings import Woml
 
@@ -132,19 +132,16 @@ def check_lab(args: CellArgs) -> None:
         return
     # The lab's own checks, flag by flag, so a bad value is one usage line that names
     # its flag (they raise LabModelError, shown with a traceback).
-    from ..lab.plan import loopback_url
-    from ..lab.server import parse_outage, server_model
+    from ..lab.plan import loopback_url, preset
+    from ..lab.server import PRESETS, parse_outage
     from ..lab.whatif import WhatIf
 
     if not 1 <= lab.clients <= MAX_CLIENTS:
-        raise UsageError(
-            f"--clients {lab.clients}: give 1 to {MAX_CLIENTS:,} clients "
-            "(woml_magic.limits.MAX_CLIENTS: each is a real run)"
-        )
+        raise UsageError(f"--clients {lab.clients}: give {clients_allowed()}")
     checks: list[tuple[str, Any, Any]] = [("--outage", lab.outage, parse_outage)]
     if lab.server is not None:
         checks.append(
-            ("--server", lab.server, loopback_url if "://" in lab.server else server_model)
+            ("--server", lab.server, loopback_url if "://" in lab.server else preset)
         )
     checks += [("--what-if", overlay, WhatIf.parse) for overlay in lab.what_if]
     for flag, value, check in checks:
@@ -154,6 +151,14 @@ def check_lab(args: CellArgs) -> None:
             check(value)
         except LabModelError as exc:
             raise UsageError(f"{flag} {quote(value)[1:-1]}: {exc}") from None
+    # Every lab flag but --server describes the server model (spec §11).
+    given = [flag for flag in lab.lab_only_given() if flag != "--server"]
+    if lab.server is not None and "://" in lab.server and given:
+        raise UsageError(
+            f"{given[0]} needs a server model, and --server {quote(lab.server)[1:-1]} is "
+            f"a real API: drop {given[0]}, or give a model: --server "
+            f"{' | '.join(PRESETS)}"
+        )
     if lab.capacity is not None and not 0 < lab.capacity < math.inf:
         raise UsageError(
             f"--capacity {lab.capacity:g}: give a positive number of requests per second"
