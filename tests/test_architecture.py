@@ -17,7 +17,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "woml_magic"
 #: takes a whole subpackage).
 LAYERS: dict[str, tuple[str, ...]] = {
     "vocabulary": ("errors", "outcomes", "limits", "policy", "policy_targets", "redaction",
-                   "events", "clock", "runloop", "_lazy"),
+                   "events", "clock", "runloop", "_lazy", "javascript"),
     "document": ("model", "scan", "scan_messages", "parse", "explain", "lint", "lint."),
     "runtime": ("runtime.", "runtime"),
     "services": ("services.", "services"),
@@ -522,3 +522,4 @@ def test_the_clock_rules_see_a_second_clock_and_a_peek(tmp_path: Path) -> None:
     assert [s for _, s in private_reads(source, asyncio_privates())] == [
         "loop._ready", "getattr(loop, '_scheduled')"]
     assert OTHER_CLOCKS.keys() == {("temporal.workflow", "WorkflowClock")}
+
