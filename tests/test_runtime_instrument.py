@@ -91,3 +91,10 @@ def test_rewriting_keeps_every_line_in_place(source: str, _expected: str) -> Non
 def test_a_rewritten_script_compiles(_source: str, expected: str) -> None:
     """QuickJS reads the rewrite as a script (the worker would fall back otherwise)."""
     quickjs.Context().eval("const __womlCaught = () => 0;\n" + wrap(expected))
+
+
+def test_a_script_run_again_is_rewritten_once() -> None:
+    """Every attempt of a retried step rewrites the same text: the answer is kept."""
+    source = "try {} catch (e) {}\n" * 50
+    assert instrument_catches(source, "h") is instrument_catches(source, "h")
+    assert instrument_catches(source, "g") != instrument_catches(source, "h")
