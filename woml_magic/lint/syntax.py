@@ -29,7 +29,6 @@ class Syntax:
 
     def __init__(self, source: str, first_line: int = 1, first_column: int = 1) -> None:
         self.source = source
-        self.first_line, self.first_column = first_line, first_column
         self.toks = tokenize(source)
         self.n = len(self.toks)
         self.match, self.parent = brackets(self.toks)
