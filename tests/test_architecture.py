@@ -7,6 +7,7 @@ with the module, the import and the rule, before it becomes a tangle.
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -17,7 +18,8 @@ PACKAGE = Path(__file__).resolve().parents[1] / "woml_magic"
 #: takes a whole subpackage).
 LAYERS: dict[str, tuple[str, ...]] = {
     "vocabulary": ("errors", "outcomes", "limits", "policy", "policy_targets",
-                   "policy_translation", "redaction", "events", "clock", "runloop", "_lazy"),
+                   "policy_translation", "redaction", "events", "clock", "runloop", "_lazy",
+                   "javascript"),
     "document": ("model", "scan", "scan_messages", "parse", "explain", "lint", "lint."),
     "runtime": ("runtime.", "runtime"),
     "services": ("services.", "services"),
@@ -570,3 +572,85 @@ def test_the_size_rule_sees_a_long_module(tmp_path: Path) -> None:
     (tmp_path / "full.py").write_text("x = 1\n" * MAX_MODULE_LINES, encoding="utf-8")
     paths = sorted(tmp_path.glob("*.py"))
     assert too_long(paths, tmp_path) == [("long.py", MAX_MODULE_LINES + 1)]
+
+
+# -- one JavaScript lexer (STYLE 13, spec §2.3, §4.5) --------------------------------------
+#: The one module that reads JavaScript text; everyone else asks it (tokens, ``unclosed``,
+#: ``Lines``).
+LEXER = "javascript"
+#: What only a JavaScript lexer looks for in text: comments and template substitutions.
+LEXER_MARKS = ("//", "/*", "*/", "${")
+#: JavaScript's line terminators beyond the cell's (the cell ends lines at LF and CR only).
+ENGINE_LINE_BREAKS = ("\u2028", "\u2029")
+#: String searches a lexer makes.
+_SEARCHES = {"startswith", "endswith", "find", "rfind", "index", "rindex", "count", "split",
+             "partition", "rpartition"}
+#: Modules that hold such text for another reason, each with its reason.
+OTHER_MARKS: dict[str, str] = {
+    "timeline.markup": "U+2028-U+202E among the invisible characters the timeline shows "
+                       "escaped: text shown, not JavaScript read",
+}
+
+
+def lexer_marks(tree: ast.Module) -> list[tuple[int, str]]:
+    """``(line, what)`` where ``tree`` reads JavaScript itself: a search for a comment or
+    template marker (``text.startswith("//")``, ``"*/" in gap``), a regular expression
+    of a comment, JavaScript's own line terminators, or a private name of the lexer."""
+    found: list[tuple[int, str]] = []
+
+    def marks(node: ast.expr) -> list[str]:
+        items = node.elts if isinstance(node, ast.Tuple) else [node]
+        return [i.value for i in items
+                if isinstance(i, ast.Constant) and i.value in LEXER_MARKS]
+
+    for node in ast.walk(tree):
+        searches = (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                    and node.func.attr in _SEARCHES and any(marks(a) for a in node.args))
+        contains = (isinstance(node, ast.Compare) and marks(node.left)
+                    and isinstance(node.ops[0], ast.In | ast.NotIn))
+        if searches or contains:
+            found.append((node.lineno, f"a search for a comment marker: {ast.unparse(node)}"))
+        elif (isinstance(node, ast.Call) and ast.unparse(node.func).startswith("re.")
+              and node.args and isinstance(node.args[0], ast.Constant)
+              and isinstance(node.args[0].value, str)
+              and re.search(r"/\\\*|//\[\^|//\.\*", node.args[0].value)):
+            found.append((node.lineno, f"a regular expression of a comment: {ast.unparse(node)}"))
+        elif (isinstance(node, ast.Constant) and isinstance(node.value, str)
+              and any(b in node.value for b in ENGINE_LINE_BREAKS)):
+            found.append((node.lineno, "JavaScript's line terminators U+2028/U+2029"))
+        elif (isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[-1] == LEXER
+              and any(a.name.startswith("_") for a in node.names)):
+            found.append((node.lineno, f"the lexer's private {ast.unparse(node)}"))
+    return found
+
+
+@pytest.mark.parametrize("path", SOURCES, ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_only_the_lexer_reads_javascript(path: Path) -> None:
+    """One JavaScript lexer (issue 23 item 7): two disagreed on line terminators and on
+    when a ``/`` starts a regular expression. Another module that needs to know what is
+    code, a comment or a string, or where QuickJS's lines start, asks ``javascript``."""
+    module = module_name(path)
+    if module in (LEXER, *OTHER_MARKS):
+        return
+    for line, what in lexer_marks(ast.parse(path.read_text(encoding="utf-8"))):
+        raise AssertionError(
+            f"woml_magic/{path.relative_to(PACKAGE)}:{line} reads JavaScript itself ({what}); "
+            f"use woml_magic.javascript (tokenize, unclosed, Lines) instead"
+        )
+
+
+def test_the_lexer_rule_sees_a_second_lexer() -> None:
+    """The check itself: each way the two old lexers and their helpers read JavaScript."""
+    source = ('"""A doc may say // and /* freely."""\n'
+              "import re\n"
+              "from woml_magic.javascript import tokenize, _regex_end\n"
+              "_SPACE = re.compile(r'(?:\\s+|//[^\\n]*|/\\*.*?\\*/)*')\n"
+              "_URL = re.compile(r'([a-z]+://)([^/?#]*)@')\n"
+              "_BREAKS = frozenset('\\n\\r\\u2028\\u2029')\n"
+              "def in_comment(gap):\n"
+              "    return gap.rfind('//') >= 0 or '*/' not in gap\n"
+              "def skip(src, i):\n"
+              "    return src.startswith(('//', '/*'), i) or src.startswith('${', i)\n"
+              "HATCH = {'hatch': '//'}\n")
+    assert sorted(line for line, _ in lexer_marks(ast.parse(source))) == [3, 4, 6, 8, 8, 10, 10]
+    assert set(OTHER_MARKS) == {"timeline.markup"}

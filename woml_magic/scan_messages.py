@@ -86,35 +86,10 @@ def processing_instruction_message(text: str, lt: int, first_markup: bool) -> st
 def ends_inside_a_string(body: str) -> bool:
     """Does JavaScript ``body`` end inside a string, a template literal or a comment?
     Then the ``</script>`` after it was meant as part of that, and ended the script
-    early (spec §2.3: a script ends at the next ``</script>``). Escapes are skipped;
-    regular expressions are not told apart from division, which at worst keeps the
-    general message."""
-    quote: str | None = None
-    i, n = 0, len(body)
-    while i < n:
-        c = body[i]
-        if quote is not None:
-            if c == "\\":
-                i += 2
-                continue
-            if c == quote or (c == "\n" and quote != "`"):
-                quote = None
-        elif c in "\"'`":
-            quote = c
-        elif body.startswith("//", i):
-            end = body.find("\n", i)
-            if end < 0:
-                return True
-            i = end
-            continue
-        elif body.startswith("/*", i):
-            end = body.find("*/", i + 2)
-            if end < 0:
-                return True
-            i = end + 2
-            continue
-        i += 1
-    return quote is not None
+    early (spec §2.3: a script ends at the next ``</script>``)."""
+    from .javascript import unclosed  # only a document with an error asks: import stays cheap
+
+    return unclosed(body) is not None
 
 
 def early_script_end_message() -> str:

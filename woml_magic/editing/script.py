@@ -1,6 +1,6 @@
 """What the cursor is on inside a ``<script>`` being typed (spec §3.4, §3.6, §4.1, §10.1).
 
-The script is read with the key linter's JavaScript tokenizer (``lint.tokens``), which
+The script is read with the package's JavaScript lexer (``woml_magic.javascript``), which
 never fails on unfinished code. ``spot`` says whether the cursor is
 
 - after a member access: ``services.``, ``services.http.``, ``attempt.`` (``member``,
@@ -20,7 +20,7 @@ from __future__ import annotations
 import bisect
 from dataclasses import dataclass
 
-from ..lint.tokens import NAME, PUNCT, STR, Token, brackets, tokenize
+from ..javascript import COMMENT, NAME, PUNCT, STR, Token, brackets, tokenize, unclosed
 
 MEMBER, KEY, STRING, PLAIN = "member", "key", "string", "name"
 #: A call is ``services.http.request(…)``, or ``http.request(…)`` after
@@ -59,7 +59,7 @@ def spot(src: str, cursor: int) -> Spot | None:
         here, k = None, k + 1
     if here is None:
         gap_from = toks[k - 1].end if k > 0 else 0
-        if _in_comment(src[gap_from:cursor]):
+        if unclosed(src[gap_from:cursor]) == COMMENT:  # the gap: white space and comments
             return None
         start, before = cursor, k - 1
     elif here.kind == NAME:
@@ -161,12 +161,3 @@ def _keys(toks: list[Token], parent: list[int], opener: int, skip: int) -> froze
 def _key_text(t: Token) -> str:
     return t.text if t.kind in (NAME, STR) else ""
 
-
-def _in_comment(gap: str) -> bool:
-    """Whether the end of ``gap`` (the text between two tokens: space and comments) is
-    inside a comment; the tokenizer runs an unclosed ``/*`` to the end of the script."""
-    line = gap.rfind("//")
-    if line >= 0 and "\n" not in gap[line:] and "*/" not in gap[line:]:
-        return True
-    block = gap.rfind("/*")
-    return block >= 0 and "*/" not in gap[block + 2 :]

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .tokens import HEAD, KEYWORDS
+from ..javascript import HEAD
+from .tokens import KEYWORDS
 from .values import ABSENT, UNKNOWN, Values
 
 _REQUEST_PATH = ("services", "http", "request")

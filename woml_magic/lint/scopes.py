@@ -16,8 +16,9 @@ import heapq
 from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, field
 
+from ..javascript import NAME, PUNCT
 from .syntax import Syntax
-from .tokens import ASSIGN, CONTROL, KEYWORDS, NAME, PUNCT
+from .tokens import ASSIGN, CONTROL, KEYWORDS
 
 #: How many bindings, helpers and object literals a key is followed through.
 MAX_DEPTH = 8

@@ -8,25 +8,10 @@ its bindings, ``values.Values`` what an expression is built from.
 
 from __future__ import annotations
 
-from bisect import bisect_right
 from typing import NamedTuple
 
-from .tokens import (
-    HEAD,
-    KEYWORDS,
-    MID,
-    NAME,
-    NUM,
-    OPENERS,
-    PUNCT,
-    STR,
-    TAIL,
-    TPL,
-    brackets,
-    ends_expression,
-    starts_expression,
-    tokenize,
-)
+from ..javascript import HEAD, MID, NAME, NUM, PUNCT, STR, TAIL, TPL, Lines, brackets, tokenize
+from .tokens import KEYWORDS, OPENERS, ends_expression, starts_expression
 
 
 class Prop(NamedTuple):
@@ -44,11 +29,10 @@ class Syntax:
 
     def __init__(self, source: str, first_line: int = 1, first_column: int = 1) -> None:
         self.source = source
-        self.first_line, self.first_column = first_line, first_column
         self.toks = tokenize(source)
         self.n = len(self.toks)
         self.match, self.parent = brackets(self.toks)
-        self.line_starts = [0, *(i + 1 for i, ch in enumerate(source) if ch == "\n")]
+        self.lines = Lines(source, first_line, first_column)
         # expr_end's answers by (start, commas): nested arrows ask it once per level,
         # and a scan that reaches an answered start ends there, so all the asking
         # together reads each token once.
@@ -77,9 +61,7 @@ class Syntax:
     def position(self, offset: int) -> tuple[int, int]:
         """The cell's line and column of a script offset (the first line starts at
         ``first_column``, later ones at column 1)."""
-        index = bisect_right(self.line_starts, offset) - 1
-        column = offset - self.line_starts[index] + 1
-        return self.first_line + index, column + (self.first_column - 1 if index == 0 else 0)
+        return self.lines.position(offset)
 
     def line_of(self, token: int) -> int:
         return self.position(self.toks[token].start)[0]

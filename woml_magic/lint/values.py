@@ -12,8 +12,9 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from ..javascript import NAME, STR, TPL
 from .scopes import MAX_DEPTH, Scopes, Write
-from .tokens import KEYWORDS, NAME, STR, TPL
+from .tokens import KEYWORDS
 
 #: Token visits allowed per call while following a key: a bound on pathological scripts
 #: (hundreds of variables each built from all the others), never reached by real ones.

@@ -18,6 +18,7 @@ from typing import Any
 
 import quickjs
 
+from woml_magic.javascript import engine_line_count
 from woml_magic.limits import JSONLimitError, loads_limited
 from woml_magic.outcomes import CRASH, INVALID_JSON, OVERSIZED, SUCCEEDED, THREW, Outcome
 
@@ -203,9 +204,9 @@ class AttemptRunner:
         command = self.command
         contexts = self.contexts
         script = command["script"]
-        lines = script.count("\n") + 1
         hook = contexts.hook
         source = wrap(script)
+        lines = engine_line_count(script)  # QuickJS's lines: LS and PS may end one
         instrumented = instrument_catches(script, hook)
         prepared = contexts.take(lines)
         contexts.router.current = self

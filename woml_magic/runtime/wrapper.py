@@ -14,7 +14,9 @@ columns are unchanged. Everything else a context evaluates (the prelude, its laz
 parts) is padded with blank lines (``padding``) to start below the wrapper's last
 line, so a stack frame on a line from ``FIRST_LINE`` to ``last_line(n)`` is a script
 frame. Both processes use this module: the worker process wraps and pads, the kernel
-maps positions back (``cell_position``). It imports nothing.
+maps positions back (``cell_position``) with the JavaScript lexer's ``Lines`` (imported
+there, on first use): QuickJS numbers lines its own way (LS and PS between tokens end a
+line, which the cell does not show) and counts columns in UTF-8 bytes.
 """
 
 from __future__ import annotations
@@ -88,20 +90,18 @@ def function_length(wrapped: str) -> int:
 def cell_position(
     js_line: int, js_column: int, script: str, script_line: int, script_column: int
 ) -> tuple[int, int]:
-    """Map a position in the wrapped script to the cell (spec §2.3).
+    """Map a position QuickJS reports in the wrapped script to the cell (spec §2.3).
 
-    Script line = JS line − ``FIRST_LINE`` + 1 and cell line = script line − 1 +
-    ``script_line``. Only script line 1 is shifted right, by ``script_column`` − 1.
-    Positions in the wrapper's own lines are clamped to the script's first or last
-    line.
+    QuickJS's script line is JS line − ``FIRST_LINE`` + 1, numbered and its column
+    counted as QuickJS does (``javascript.Lines``); the cell's line and column are those
+    of that place in the script, whose line 1 stands on cell line ``script_line`` from
+    column ``script_column``. Positions in the wrapper's own lines are clamped to the
+    script's start or end.
     """
-    lines = script.split("\n")
+    from woml_magic.javascript import Lines  # on first use: `import woml_magic` stays cheap
+
+    lines = Lines(script, script_line, script_column)
     line = js_line - FIRST_LINE + 1
-    column = js_column
-    if line < 1:
-        line, column = 1, 1
-    elif line > len(lines):
-        line, column = len(lines), len(lines[-1]) + 1
-    if line == 1:
-        column += script_column - 1
-    return line - 1 + script_line, max(1, column)
+    offset = 0 if line < 1 else lines.engine_offset(line, js_column)
+    cell_line, column = lines.position(offset)
+    return cell_line, max(1, column)
