@@ -9,6 +9,7 @@ the same figures as dicts for ``bench/run_all.py``.
 from __future__ import annotations
 
 import asyncio
+import os
 import statistics
 import time
 from typing import Any
@@ -47,13 +48,35 @@ async def _throwing_round_trips(worker: ScriptWorker, attempts: int) -> float:
 def bare_round_trip_s(attempts: int = TRIVIAL) -> float:
     """A bare worker round trip of a throwing script, in seconds (the lab's baseline,
     bench/lab.py): one warm worker, no engine, attempts one after another."""
+    return bare_round_trip(attempts)[0]
 
-    async def measure() -> float:
+
+def _process_cpu_s(pid: int | None) -> float | None:
+    """CPU seconds process ``pid`` has used (Linux ``/proc``), or None where unknown."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def bare_round_trip(attempts: int = TRIVIAL) -> tuple[float, float, float | None]:
+    """``bare_round_trip_s``'s seconds per attempt, with the CPU seconds per attempt the
+    kernel (this process) and the worker process spent on it (None where the worker's
+    CPU cannot be read): under load the round trip waits for a core, its CPU does not."""
+
+    async def measure() -> tuple[float, float, float | None]:
         worker = ScriptWorker()
         try:
             await worker.start()
             await _attempt(worker, "throw new Error('x')")  # warm the pipes
-            return await _throwing_round_trips(worker, attempts)
+            child, kernel = _process_cpu_s(worker.pid), time.process_time()
+            seconds = await _throwing_round_trips(worker, attempts)
+            kernel = time.process_time() - kernel
+            child_end = _process_cpu_s(worker.pid)
+            used = None if child is None or child_end is None else child_end - child
+            return seconds, kernel / attempts, None if used is None else used / attempts
         finally:
             await worker.aclose()
 

@@ -116,8 +116,11 @@ class LabPool(WorkerPool):
             if fut.done() and not fut.cancelled():
                 self._release()  # given, but the attempt was cancelled before using it
             raise
+        worker = self.borrow()
         try:
-            async with super().worker() as worker:
-                yield worker
+            yield worker
         finally:
-            self._release()
+            try:
+                await self.give_back(worker)
+            finally:
+                self._release()

@@ -30,6 +30,9 @@ _PARTS = {
     for name in ("console", "services", "results")
 }
 _PRELUDE_GLOBAL = "__womlPrelude"
+_EMIT_GLOBAL = "__womlEmit"
+# Both deleted before any script runs: a script never finds them.
+_DELETE_GLOBALS = f"delete globalThis.{_EMIT_GLOBAL}; delete globalThis.{_PRELUDE_GLOBAL}"
 # The lazy parts as one JS object literal of source strings (the compiled-from-source way).
 _PARTS_SOURCE = json.dumps(_PARTS)
 # `context.steps` (prelude-steps.js) apart: most attempts never need it, and reading
@@ -39,23 +42,24 @@ _STEPS_GLOBAL = "__womlSteps"
 
 
 def prelude_source(pad: int, *, bytecode: bool) -> str:
-    """The prelude as one function of the emit callable, below a script of ``pad`` lines.
+    """The prelude applied to the emit callable, below a script of ``pad`` lines.
 
-    For bytecode the lazy parts are function expressions compiled with the prelude
-    and the script stores the function in a global; otherwise the parts are string
-    literals, compiled in a context only if its attempt needs them (prelude.js
-    ``lib``), and the script's value is the function.
+    The script reads the callable from the global ``Prepared`` adds (``_EMIT_GLOBAL``)
+    and calls the prelude at once: its value (from source) or ``_PRELUDE_GLOBAL`` (as
+    bytecode) is the host dispatcher, so a context costs no call from Python into the
+    prelude and no evaluation to fetch the callable. For bytecode the lazy parts are
+    function expressions compiled with the prelude; otherwise they are string
+    literals, compiled in a context only if its attempt needs them (prelude.js ``lib``).
     """
     if bytecode:
         parts = ", ".join(f"{json.dumps(name)}: {text}" for name, text in _PARTS.items())
         return (
-            padding(pad) + f"globalThis.{_PRELUDE_GLOBAL} = function (emit) {{ return ("
-            + _PRELUDE + f")(emit, {{{parts}}}); }};"
+            padding(pad)
+            + f"globalThis.{_PRELUDE_GLOBAL} = ("
+            + _PRELUDE
+            + f")(globalThis.{_EMIT_GLOBAL}, {{{parts}}});"
         )
-    return (
-        padding(pad) + "(function (emit) { return ("
-        + _PRELUDE + f")(emit, {_PARTS_SOURCE}); }})"
-    )
+    return padding(pad) + "(" + _PRELUDE + f")(globalThis.{_EMIT_GLOBAL}, {_PARTS_SOURCE})"
 
 
 class Emitter(Protocol):
@@ -92,17 +96,25 @@ class Prepared:
     def __init__(self, lines: int, contexts: Contexts) -> None:
         self.lines = lines
         self._contexts = contexts
-        self.ctx = quickjs.Context()
-        self.ctx.set_max_stack_size(MAX_STACK_BYTES)
         code = contexts.prelude_code
-        if lines == SPARE_LINES and code is not None and code.load(self.ctx):
-            prelude = self.ctx.get(_PRELUDE_GLOBAL)
-        else:
-            prelude = self.ctx.eval(prelude_source(lines, bytecode=False))
-        self.ctx.add_callable("__womlEmit", contexts.router.emit)
-        emit = self.ctx.eval("globalThis.__womlEmit")
-        self.ctx.eval(f"delete globalThis.__womlEmit; delete globalThis.{_PRELUDE_GLOBAL}")
-        self.host = prelude(emit)
+        if lines == SPARE_LINES and code is not None:
+            self.ctx = self._context()
+            if code.load(self.ctx):
+                self._ready(self.ctx.get(_PRELUDE_GLOBAL))
+                return
+            # The bytecode may have run in part: the source way starts afresh.
+        self.ctx = self._context()
+        self._ready(self.ctx.eval(prelude_source(lines, bytecode=False)))
+
+    def _context(self) -> quickjs.Context:
+        ctx = quickjs.Context()
+        ctx.set_max_stack_size(MAX_STACK_BYTES)
+        ctx.add_callable(_EMIT_GLOBAL, self._contexts.router.emit)
+        return ctx
+
+    def _ready(self, host: Any) -> None:
+        self.ctx.eval(_DELETE_GLOBALS)
+        self.host = host
 
     def steps_part(self, script_lines: int) -> Any:
         """prelude-steps.js's function in this context: read from bytecode when the

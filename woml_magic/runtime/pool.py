@@ -42,14 +42,24 @@ class WorkerPool:
 
     @contextlib.asynccontextmanager
     async def worker(self) -> AsyncIterator[ScriptWorker]:
-        worker = self._idle.pop() if self._idle else ScriptWorker()
+        worker = self.borrow()
         try:
             yield worker
         finally:
-            if len(self._idle) < self._keep:
-                self._idle.append(worker)
-            else:
-                await worker.aclose()
+            await self.give_back(worker)
+
+    def borrow(self) -> ScriptWorker:
+        """An idle worker, or a new one (started by its first attempt); ``give_back`` it.
+        (``worker()`` is the context manager; a subclass that wraps it calls these, one
+        asynchronous context manager fewer per attempt.)"""
+        return self._idle.pop() if self._idle else ScriptWorker()
+
+    async def give_back(self, worker: ScriptWorker) -> None:
+        """Keep ``worker`` warm for the next attempt, or stop it when ``keep`` are idle."""
+        if len(self._idle) < self._keep:
+            self._idle.append(worker)
+        else:
+            await worker.aclose()
 
     async def aclose(self) -> None:
         idle, self._idle = self._idle, []

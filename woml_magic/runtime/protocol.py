@@ -193,10 +193,15 @@ class CheckCommand(TypedDict):
 # ---- encoding ---------------------------------------------------------------------
 
 
+# One encoder for every line: ``json.dumps`` with options builds one per call (≈ 4 µs of
+# a run command's ≈ 50 µs, on both sides of every message).
+_ENCODER = json.JSONEncoder(allow_nan=False, separators=(",", ":"))
+
+
 def encode_line(message: Mapping[str, Any]) -> bytes:
     """One message as one line of ASCII JSON. Raises ``TypeError``/``ValueError`` (as
     ``json.dumps`` does) for a value that is not JSON."""
-    return json.dumps(message, allow_nan=False, separators=(",", ":")).encode("ascii") + b"\n"
+    return _ENCODER.encode(message).encode("ascii") + b"\n"
 
 
 def line_limit(max_result_bytes: int, max_call_args_bytes: int, max_log_bytes: int) -> int:
