@@ -203,14 +203,17 @@ def test_a_big_timelines_steps_get_their_details_when_they_come_into_view(
 # --- a big run's picture: compact, its live drawing as data (spec §6.5) ------------
 
 SVG_NS = "{http://www.w3.org/2000/svg}"
-PAINT = ("fill", "fill-opacity", "stroke", "stroke-width", "stroke-dasharray", "font-size",
-         "font-weight", "font-style", "text-anchor")
+PAINT = (
+    *("fill", "fill-opacity", "stroke", "stroke-width", "stroke-dasharray"),
+    *("font-size", "font-weight", "font-style", "text-anchor"),
+)
 GEOMETRY = ("x", "y", "width", "height", "rx", "x1", "y1", "x2", "y2", "points")
 
 
 def picture_svg(saved: str) -> str:
-    found = re.search(r'<img class="woml-picture"[^>]*src="data:image/svg\+xml;base64,([^"]+)"',
-                      saved)
+    found = re.search(
+        r'<img class="woml-picture"[^>]*src="data:image/svg\+xml;base64,([^"]+)"', saved
+    )
     assert found is not None
     return base64.b64decode(found.group(1)).decode("utf-8")
 
@@ -316,8 +319,12 @@ def test_a_big_saved_timeline_shows_its_live_drawing_where_scripts_run(
     assert page.query_selector(".woml-shared-note") is None
     live = etree.fromstring(drawing_data(saved).encode())  # type: ignore[union-attr]
     tips = [t.text for t in live.iter(f"{SVG_NS}title")]
-    assert page.eval_on_selector_all(".woml-timeline svg.woml-svg title",
-                                     "ts => ts.map(t => t.textContent)") == tips
+    assert (
+        page.eval_on_selector_all(
+            ".woml-timeline svg.woml-svg title", "ts => ts.map(t => t.textContent)"
+        )
+        == tips
+    )
     assert page.query_selector("svg.woml-svg > rect.woml-picture-bg") is None
 
 
@@ -325,9 +332,165 @@ def test_a_big_saved_timeline_shows_its_live_drawing_where_scripts_run(
 def test_a_big_saved_timeline_keeps_its_picture_where_the_page_cannot_gunzip(
     open_page: Any, defer_all: None
 ) -> None:
-    page = open_page("<script>delete window.DecompressionStream;</script>"
-                     + interactive_html(hostile_run()))
+    page = open_page(
+        "<script>delete window.DecompressionStream;</script>" + interactive_html(hostile_run())
+    )
     page.wait_for_function("() => document.querySelector('.woml-timeline')._womlTimeline")
     assert page.eval_on_selector("img.woml-picture", "i => i.complete && i.naturalWidth > 0")
     assert page.query_selector(".woml-shared-note") is not None
     assert page.query_selector("svg.woml-svg") is None
+
+
+# --- a big run's saved output is bounded, and says what it left out (spec §6.5) -------
+
+
+def many(steps: int, attempts: int) -> Any:
+    """``steps`` steps, each throwing ``attempts - 1`` times and then succeeding."""
+    policy = RetryPolicy(attempts, "fixed", timedelta(seconds=1))
+    r = Recorder(workflow(*((f"s{i}", policy) for i in range(steps))))
+    t = 0.0
+    for i in range(steps):
+        sid = f"s{i}"
+        r.step(sid, t)
+        for n in range(1, attempts + 1):
+            r.start(sid, n, t)
+            r.log(sid, n, t + 0.01, f"try {n}")
+            last = n == attempts
+            r.finish(
+                sid,
+                n,
+                t + 0.2,
+                "succeeded" if last else "threw",
+                error=None if last else ("Error", "flaky", 3),
+                explanation="succeeded" if last else "retrying",
+                result={"ok": True} if last else None,
+            )
+            t += 0.2
+            if not last:
+                r.wait(sid, n, t, 1.0)
+                t += 1.0
+        r.step_done(sid, t, "succeeded", {"ok": True})
+    r.run_done(t, "succeeded")
+    return r.run
+
+
+@pytest.fixture(scope="module")
+def thousand() -> Any:
+    """Issue 21 item 6's run: 1,000 steps × 3 attempts."""
+    return many(1000, 3)
+
+
+def test_a_1000_step_saved_output_is_at_most_2_mb_as_a_notebook_stores_it(thousand: Any) -> None:
+    import nbformat
+
+    from woml_magic.timeline import mimebundle
+
+    bundle = mimebundle(thousand)
+    output = nbformat.v4.new_output("display_data", data=bundle)
+    stored = nbformat.writes(
+        nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("%%woml", outputs=[output])])
+    )
+    assert len(stored.encode("utf-8")) <= 2_000_000
+    assert len(json.dumps(bundle).encode("utf-8")) <= 2_000_000  # as bench/browser.py counts
+
+
+def test_a_big_runs_text_shows_its_first_steps_and_says_what_it_left_out(thousand: Any) -> None:
+    from woml_magic.timeline import mimebundle
+    from woml_magic.timeline.layout import SHOWN_ATTEMPTS
+
+    text = mimebundle(thousand)["text/plain"]
+    shown = SHOWN_ATTEMPTS // 3  # whole steps of 3 attempts: 66
+    assert f"step s{shown - 1} · succeeded" in text
+    assert f"step s{shown} " not in text
+    left = 1000 - shown
+    last = text[text.rindex("\n\n") + 2 :]
+    assert " ".join(last.split()) == (
+        f"… and {left} more steps ({3 * left} attempts) are left out of this text:"
+        " run.to_text() has them all (%%woml --out NAME keeps the run in NAME)."
+    )
+    assert max(len(line) for line in last.splitlines()) <= 100  # text.WIDTH
+    whole = thousand.to_text()
+    assert "step s999 · succeeded" in whole
+    assert "left out" not in whole
+    assert whole.startswith(text[: text.index("\n\n… and")])
+
+
+def test_a_run_within_the_bound_has_its_whole_text(defer_all: None) -> None:
+    from woml_magic.timeline import mimebundle
+
+    run = hostile_run()
+    assert mimebundle(run)["text/plain"] == run.to_text()
+
+
+@pytest.mark.parametrize(
+    ("attempts", "shown", "words"),
+    [
+        (4, 2, "1 more step (2 attempts)"),
+        (5, 2, "1 more step (2 attempts)"),
+        (3, 1, "2 more steps (4 attempts)"),
+        (0, 1, "2 more steps (4 attempts)"),
+        (6, 3, None),
+    ],
+)
+def test_the_text_keeps_whole_steps_up_to_its_attempts_and_at_least_one(
+    attempts: int, shown: int, words: str | None
+) -> None:
+    from woml_magic.timeline import render_text
+
+    run = many(3, 2)
+    assert render_text(run, max_attempts=None) == run.to_text()
+    text = render_text(run, max_attempts=attempts)
+    assert [f"step s{i} " in text for i in range(3)] == [i < shown for i in range(3)]
+    assert (words is None) == ("left out" not in text)
+    if words is not None:
+        assert f"… and {words} are left out of this text" in text
+
+
+def test_a_big_runs_picture_draws_its_first_steps_and_says_how_many_it_left_out() -> None:
+    from woml_magic.timeline.layout import compute_layout
+    from woml_magic.timeline.picture import leading_drawing
+    from woml_magic.timeline.svg import render_svg
+
+    run = many(5, 2)
+    layout = compute_layout(run)
+    part = etree.fromstring(leading_drawing(layout, "r", attempts=4).encode())
+    whole = etree.fromstring(render_svg(layout, "r").encode())
+    lanes = [g.get("data-step") for g in by_class(part, "woml-lane")]
+    assert lanes == ["s0", "s1"]
+    (note,) = by_class(part, "woml-left-out")
+    assert (
+        note.text == "… and 3 more steps (6 attempts), not in this picture: the listing below"
+        " has every step."
+    )
+    assert float(part.get("height")) < float(whole.get("height"))
+    # The lanes it draws, it draws as the whole drawing does, on the whole run's axis.
+    assert part.get("data-axis") == whole.get("data-axis")
+    for step in lanes:
+        drawn_as = [
+            [etree.tostring(g) for g in by_class(svg, "woml-lane") if g.get("data-step") == step]
+            for svg in (part, whole)
+        ]
+        assert drawn_as[0] == drawn_as[1]
+    assert leading_drawing(layout, "r", attempts=10) == render_svg(layout, "r")
+
+
+def test_a_1000_step_saved_outputs_picture_is_its_first_steps(thousand: Any) -> None:
+    from woml_magic.timeline.layout import SHOWN_ATTEMPTS
+
+    saved = interactive_html(thousand)
+    picture = etree.fromstring(picture_svg(saved).encode())
+    texts = ["".join(t.itertext()) for t in picture.iter(f"{SVG_NS}text")]
+    shown = SHOWN_ATTEMPTS // 3
+    assert f"s{shown - 1}" in texts
+    assert f"s{shown}" not in texts
+    assert [t for t in texts if t.startswith("… and")] == [
+        f"… and {1000 - shown} more steps ({3 * (1000 - shown)} attempts), not in this picture:"
+        " the listing below has every step."
+    ]
+    live = etree.fromstring(drawing_data(saved).encode())  # type: ignore[union-attr]
+    assert len(by_class(live, "woml-lane")) == 1000  # the live drawing has them all
+    (img,) = re.findall(r'<img class="woml-picture"[^>]*>', saved)
+    assert f'height="{picture.get("height")}"' in img
+    # ... and the listing below it, every step.
+    root = etree.fromstring(f"<div>{saved}</div>".encode())
+    assert len(by_class(root, "woml-attempt-lines")) == 1000

@@ -317,6 +317,13 @@ class Run:
 
         return mimebundle(self)
 
+    def to_text(self) -> str:
+        """The whole plain-text timeline (spec §6.3): every step, where a saved
+        output's ``text/plain`` shows a big run's first steps only."""
+        from .timeline import render_text
+
+        return render_text(self)
+
     def to_svg(self, *, theme: ThemeName = "light", header: bool = True) -> str:
         """The timeline as a standalone SVG document (spec §6.3): the notebook's drawing
         in ``theme`` (``"light"`` or ``"dark"``), under its header line unless ``header``

@@ -20,7 +20,7 @@ from __future__ import annotations
 import contextlib
 from typing import Any
 
-from ..api import Run
+from ..api import Run, default_pool
 from .cell import WomlMagics
 from .editor import Editor
 
@@ -36,6 +36,14 @@ def load_ipython_extension(shell: Any) -> None:
     shell.configurables.append(magics.settings)
     shell.display_formatter.ipython_display_formatter.for_type(Run, magics.display_run)
     shell.events.register("post_run_cell", magics.settle_views)
+    # Spec §4.5: "a warm worker process (started on first use, reused across attempts
+    # and runs)". Loading the extension is the user's first use of woml (``import
+    # woml_magic`` is not: it stays cheap and starts nothing), so the worker starts
+    # now, in the background, and the first cell finds it warm. It is the process's
+    # pool's, killed at exit like any idle worker; a kernel that never runs a cell
+    # loses nothing but its start, and a worker that cannot start is reported by the
+    # first cell that needs one, as before.
+    default_pool().warm_up()
 
 
 def unload_ipython_extension(shell: Any) -> None:

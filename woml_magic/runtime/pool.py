@@ -7,6 +7,7 @@ borrow different workers.
 
 from __future__ import annotations
 
+import asyncio
 import atexit
 import contextlib
 import threading
@@ -30,6 +31,10 @@ class WorkerPool:
         # Scripts that compiled: compiling is deterministic in the text, so a cell run
         # again (or checked by the magic, then by the run) is not compiled twice.
         self._compiled: dict[str, None] = {}
+        # The idle list is shared with ``warm_up``'s thread.
+        self._lock = threading.Lock()
+        self._closed = False
+        self._warming = False
 
     def compiled(self, script: str) -> bool:
         """Whether ``script`` already compiled in this process."""
@@ -39,6 +44,37 @@ class WorkerPool:
         self._compiled[script] = None
         if len(self._compiled) > self.COMPILED_CACHE:
             del self._compiled[next(iter(self._compiled))]  # the oldest
+
+    def warm_up(self) -> threading.Thread | None:
+        """Start one worker in a background thread and keep it idle for the next
+        attempt, unless one is idle or starting already (spec §4.5; the magic calls this
+        at ``%load_ext``, the user's first use of woml, so the first cell finds a warm
+        worker). A worker that fails to start is dropped without a word: the first
+        attempt starts its own and reports why. Returns the (daemon) thread, for tests
+        to join, or None."""
+        with self._lock:
+            if self._idle or self._warming or self._closed:
+                return None
+            self._warming = True
+
+        def start() -> None:
+            started = ScriptWorker()
+            worker: ScriptWorker | None = started
+            try:
+                asyncio.run(started.start())
+            except Exception:  # reported by the first attempt's own start
+                worker = None
+            with self._lock:
+                self._warming = False
+                if worker is not None and not self._closed and len(self._idle) < self._keep:
+                    self._idle.append(worker)
+                    return
+            if worker is not None:
+                worker.kill()
+
+        thread = threading.Thread(target=start, name="woml-worker-warm-up", daemon=True)
+        thread.start()
+        return thread
 
     @contextlib.asynccontextmanager
     async def worker(self) -> AsyncIterator[ScriptWorker]:
@@ -52,25 +88,41 @@ class WorkerPool:
         """An idle worker, or a new one (started by its first attempt); ``give_back`` it.
         (``worker()`` is the context manager; a subclass that wraps it calls these, one
         asynchronous context manager fewer per attempt.)"""
-        return self._idle.pop() if self._idle else ScriptWorker()
+        with self._lock:
+            worker = self._idle.pop() if self._idle else None
+        return worker or ScriptWorker()
 
     async def give_back(self, worker: ScriptWorker) -> None:
         """Keep ``worker`` warm for the next attempt, or stop it when ``keep`` are idle."""
-        if len(self._idle) < self._keep:
-            self._idle.append(worker)
-        else:
+        with self._lock:
+            kept = len(self._idle) < self._keep
+            if kept:
+                self._idle.append(worker)
+        if not kept:
             await worker.aclose()
 
+    @property
+    def idle(self) -> tuple[ScriptWorker, ...]:
+        """The warm workers waiting for an attempt."""
+        with self._lock:
+            return tuple(self._idle)
+
     async def aclose(self) -> None:
-        idle, self._idle = self._idle, []
-        for worker in idle:
+        for worker in self._take_idle():
             await worker.aclose()
 
     def kill_all(self) -> None:
-        """Synchronous teardown for interpreter exit."""
-        idle, self._idle = self._idle, []
-        for worker in idle:
+        """Synchronous teardown for interpreter exit (a warm-up still starting kills its
+        worker when it ends)."""
+        with self._lock:
+            self._closed = True
+        for worker in self._take_idle():
             worker.kill()
+
+    def _take_idle(self) -> list[ScriptWorker]:
+        with self._lock:
+            idle, self._idle = self._idle, []
+        return idle
 
 
 _default: WorkerPool | None = None

@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..model import Run
 from .html import render_html
+from .layout import SHOWN_ATTEMPTS
 from .lineage import ledger_line
 from .lineage_table import LineageTable, lineage_table
 from .text import render_text
@@ -154,9 +155,14 @@ def mimebundle(run: Run) -> dict[str, Any]:
     """``text/plain`` and ``text/html`` renderings of ``run`` (spec §6.3).
 
     Cheap and free of widgets: what a finished run shows everywhere; the magic
-    displays a ``TimelineWidget`` while a run is live.
+    displays a ``TimelineWidget`` while a run is live. A big run's ``text/plain`` is
+    its first steps (``layout.SHOWN_ATTEMPTS``) and a line on what was left out: a
+    notebook stores every byte of it (issue 21 item 6).
     """
-    return {"text/plain": render_text(run), "text/html": interactive_html(run)}
+    return {
+        "text/plain": render_text(run, max_attempts=SHOWN_ATTEMPTS),
+        "text/html": interactive_html(run),
+    }
 
 
 def __getattr__(name: str) -> Any:

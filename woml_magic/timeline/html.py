@@ -85,10 +85,10 @@ from ..model import Run
 from ..policy import RetryPolicy
 from .axis import format_time
 from .details import step_details_html
-from .layout import compute_layout
+from .layout import SHOWN_ATTEMPTS, TimelineLayout, compute_layout
 from .markup import data_time, esc
 from .outcome_styles import BAR_TEXT
-from .picture import drawing_data, picture
+from .picture import drawing_data, leading_drawing, picture
 from .svg import render_svg
 from .theme import var
 
@@ -104,7 +104,8 @@ SHARED_NOTE = (
 #: data, made into the details panel where and when the page needs them (issue 21: a
 #: 1,000-step run's panel was 5.9 MB of markup the browser parsed and laid out at once),
 #: and a compact picture with its live drawing as data (``picture``: 4.2 MB → 1.4 MB).
-DEFER_DETAILS_AT = 200
+DEFER_DETAILS_AT = SHOWN_ATTEMPTS
+
 
 def scoped_style(r: str = ".woml-timeline") -> str:
     """The scoped rules. Selectors start at the root ``r`` (``.woml-timeline``; the key
@@ -216,7 +217,7 @@ def render_html(run: Run, *, now: float | None = None, as_picture: bool = False)
         + "</div>",
         *([f'<p class="woml-shared-note">{esc(SHARED_NOTE)}</p>'] if as_picture else []),
         f'<div class="woml-scroll" style="overflow-x:auto">'
-        f"{picture(svg, f'timeline of run {layout.run_id}', compact=big) if as_picture else svg}"
+        f"{_picture(layout, svg, rid, big) if as_picture else svg}"
         "</div>",
         '<div class="woml-replay"></div>',
         '<div class="woml-steps">',
@@ -232,6 +233,13 @@ def render_html(run: Run, *, now: float | None = None, as_picture: bool = False)
         parts.append(details_data(deferred))
     parts.append("</div>")
     return "".join(parts)
+
+
+def _picture(layout: TimelineLayout, svg: str, rid: str, big: bool) -> str:
+    """A saved output's picture: the drawing ``svg``, or for a ``big`` run the compact
+    picture of its first steps (``picture.leading_drawing``)."""
+    alt = f"timeline of run {layout.run_id}"
+    return picture(leading_drawing(layout, rid), alt, compact=True) if big else picture(svg, alt)
 
 
 def details_data(deferred: dict[str, str]) -> str:

@@ -91,6 +91,33 @@ def _bounded_lane(lane: Lane) -> Lane:
     return dataclasses.replace(lane, segments=segments)
 
 
+#: A saved output's picture and plain text (spec §6.5) show a big run's leading steps
+#: up to this many attempts, and say what they left out (issue 21 item 6: a notebook in
+#: git carries every byte; a 98,000 px picture of 1,000 steps is neither read nor
+#: cheap to show). The details panel lists every step.
+SHOWN_ATTEMPTS = 200
+
+
+def leading_lanes(lanes: tuple[Lane, ...], attempts: int = SHOWN_ATTEMPTS) -> int:
+    """How many of ``lanes``, from the first, hold at most ``attempts`` attempts in all
+    (at least one lane, and all of them when they fit)."""
+    total = 0
+    for i, lane in enumerate(lanes):
+        total += lane.used
+        if total > attempts:
+            return max(i, 1)
+    return len(lanes)
+
+
+def left_out(lanes: tuple[Lane, ...]) -> str:
+    """``lanes`` left out, in words: "990 more steps (2970 attempts)"."""
+    steps = len(lanes)
+    tried = sum(lane.used for lane in lanes)
+    return (
+        f"{steps} more step{'' if steps == 1 else 's'} ({tried} attempt{'' if tried == 1 else 's'})"
+    )
+
+
 def compute_layout(run: Run, *, now: float | None = None, min_end: float = 0.0) -> TimelineLayout:
     """Lay ``run`` out on one true-to-time axis (spec §6.3).
 

@@ -5,23 +5,29 @@ URI, which sanitizers that strip inline SVG, ``<style>`` and ``<script>`` keep, 
 light background an image needs (it cannot see the page's theme).
 
 An image has no buttons, no tooltips and no script reading its data, so for a big run
-(``html.DEFER_DETAILS_AT``) the picture is ``compact_svg`` of the drawing: the same
-shapes and words without what only the live drawing uses. The live drawing then comes
-from ``drawing_data`` (the whole SVG, gzipped; a data URI cannot be), which the script
-decodes in place of the picture (``timeline.js``, ``adoptPicture``). For a 1,000-step ×
-3-attempt run: the picture from 4.2 MB of base64 to 1.1 MB, plus 0.35 MB of data (issue
-21: a notebook in git carries every byte), and the browser shows the picture alone in
-about a third of the time.
+(``html.DEFER_DETAILS_AT``) the picture is ``compact_svg`` of ``leading_drawing``: the
+run's first steps (``layout.SHOWN_ATTEMPTS``) on the whole run's axis, a line under
+them saying how many steps it leaves out, the same shapes and words without what only
+the live drawing uses. The live drawing then comes from ``drawing_data`` (the whole
+SVG, gzipped; a data URI cannot be), which the script decodes in place of the picture
+(``timeline.js``, ``adoptPicture``). For a 1,000-step × 3-attempt run: the picture from
+4.2 MB of base64 (98,000 px tall) to 0.07 MB (6,700 px), plus 0.35 MB of data (issue
+21: a notebook in git carries every byte; the browser decodes a data URI's picture
+while it parses the page, even where the script replaces it a moment later).
 """
 
 from __future__ import annotations
 
 import base64
+import dataclasses
 import gzip
 import re
 
+from .geometry import FONT_SIZE
+from .layout import SHOWN_ATTEMPTS, TimelineLayout, leading_lanes, left_out
 from .markup import esc
-from .theme import BACKGROUND
+from .svg import render_svg
+from .theme import BACKGROUND, TEXT
 
 #: The picture's own background: as an <img> the SVG cannot see the page's theme, so
 #: its fallback colours (dark text) sit on white, readable on a dark page too.
@@ -66,6 +72,32 @@ def picture(svg: str, alt: str, *, compact: bool = False) -> str:
     return (
         f'<img class="woml-picture" {size} style="max-width:100%;height:auto"'
         f' alt="{esc(alt)}" src="data:image/svg+xml;base64,{data}"/>'
+    )
+
+
+#: The height of the line under a bounded picture's lanes that says what it left out.
+LEFT_OUT_H = 24.0
+
+
+def leading_drawing(layout: TimelineLayout, rid: str, attempts: int = SHOWN_ATTEMPTS) -> str:
+    """``render_svg`` of ``layout``'s first lanes (``layout.leading_lanes``: at most
+    ``attempts`` attempts) on the whole run's axis, and, if it leaves lanes out,
+    ``text.woml-left-out`` under them saying how many and where they are (spec §6.5:
+    the picture of a big run; the panel below it lists every step)."""
+    lanes = layout.lanes
+    shown = leading_lanes(lanes, attempts)
+    if shown == len(lanes):
+        return render_svg(layout, rid)
+    cut = lanes[shown].y
+    part = dataclasses.replace(layout, lanes=lanes[:shown], lanes_bottom=cut + LEFT_OUT_H)
+    note = (
+        f"… and {left_out(lanes[shown:])}, not in this picture: the listing below has every step."
+    )
+    drawn = render_svg(part, rid)
+    return (
+        drawn[: -len("</svg>")]
+        + f'<text class="woml-left-out" x="6" y="{cut + 14:.0f}" font-size="{FONT_SIZE}"'
+        f' fill="{TEXT}">{esc(note)}</text></svg>'
     )
 
 

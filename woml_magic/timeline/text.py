@@ -25,7 +25,7 @@ from ..model import Attempt, Call, Run
 from .axis import format_time
 from .faults import fault_words, injected_of
 from .lanes import Segment
-from .layout import compute_layout
+from .layout import compute_layout, leading_lanes, left_out
 from .lineage import KeyUse, StepLineage, step_lineage
 from .markup import visible
 from .verdicts import call_verdict, error_text
@@ -146,15 +146,21 @@ def lineage_text(lin: StepLineage) -> list[str]:
     return [clean(line) for line in out]
 
 
-def render_text(run: Run) -> str:
-    """The plain-text timeline of ``run`` (spec §6.3)."""
+def render_text(run: Run, *, max_attempts: int | None = None) -> str:
+    """The plain-text timeline of ``run`` (spec §6.3).
+
+    With ``max_attempts`` (a saved output's ``text/plain``: ``layout.SHOWN_ATTEMPTS``)
+    a big run shows its leading steps up to that many attempts, then a line naming
+    what was left out and where the whole text is (``Run.to_text``)."""
     layout = compute_layout(run)
+    lanes = layout.lanes
+    shown = len(lanes) if max_attempts is None else leading_lanes(lanes, max_attempts)
     out = [
         f"workflow {layout.workflow_id} · run {layout.run_id} · {layout.clock} clock · "
         f"{layout.status} · t = {format_time(layout.now)}"
     ]
     out.extend(f"resumed at {format_time(t)}" for t in layout.resumes)
-    for lane in layout.lanes:
+    for lane in lanes[:shown]:
         sr = run.steps[lane.step_id]
         out += [
             "",
@@ -181,5 +187,11 @@ def render_text(run: Run) -> str:
                 out.extend(_attempt_rows(seg, attempt))
         if any(a.calls for a in sr.attempts):
             out.extend(lineage_text(step_lineage(run, lane.step_id)))
+    if shown < len(lanes):
+        rest = (
+            f"… and {left_out(lanes[shown:])} are left out of this text: run.to_text() has"
+            " them all (%%woml --out NAME keeps the run in NAME)."
+        )
+        out += ["", *wrap("", rest, "  ")]
     # Step ids, run ids and policy words come from the document: clean them too.
     return "\n".join(clean(line) for line in out)
