@@ -625,7 +625,9 @@ def test_a_comparison_draws_both_runs_lanes_on_one_axis_labelled_by_run(
     timeline = compared(page)
     assert timeline.locator("svg.woml-svg").count() == 1
     assert timeline.locator("svg.woml-svg g.woml-axis").count() == 1
-    labels = timeline.locator("text.woml-run-label").all_inner_texts()
+    labels = timeline.locator("text.woml-run-label").evaluate_all(
+        "els => els.map(e => e.textContent)"
+    )
     for label, run_id in zip(scratch.COMPARE_LABELS, scratch.COMPARE_RUN_IDS, strict=True):
         assert any(t.startswith(f"{label} · run {run_id}") for t in labels), labels
     lefts = bar_lefts(timeline)

@@ -194,7 +194,7 @@ def _band_svg(band: RunBand, width: float) -> str:
         f'<g class="woml-run" data-run="{esc(band.ref)}">'
         f'<line class="woml-grid" x1="0" y1="{_num(band.y + 1)}" x2="100%"'
         f' y2="{_num(band.y + 1)}" stroke="{GRID}"/>'
-        f'<text class="woml-run-label" x="6" y="{_num(y)}" font-size="{FONT_SIZE}"'
+        f'<text class="woml-run-label woml-label" x="6" y="{_num(y)}" font-size="{FONT_SIZE}"'
         f' fill="{TEXT}"><tspan font-weight="bold">{esc(label)}</tspan>'
         f'<tspan class="woml-muted" fill="{TEXT_MUTED}"> · {esc(words)}</tspan>'
         "<title>" + esc(f"{band.label} · {band.words}") + "</title></text></g>"
