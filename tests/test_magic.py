@@ -239,10 +239,15 @@ def test_compare_misuse_is_a_usage_error_saying_what_is_allowed(
         ip.run_line_magic("woml", line)
 
 
-def test_the_line_magics_usage_lists_compare(ip: InteractiveShell) -> None:
+def test_the_line_magics_usage_and_help_list_compare(ip: InteractiveShell) -> None:
     with pytest.raises(UsageError) as err:
         ip.run_line_magic("woml", "nothing")
     assert "compare RUN_ID RUN_ID [RUN_ID …] [--labels A,B,…]" in str(err.value)
+    # %woml? shows the magic's docstring and its arguments' help.
+    doc = magics(ip).woml_line.__doc__ or ""
+    assert "%woml compare RUN_A RUN_B [...]" in " ".join(doc.split())
+    assert "--labels A,B" in doc
+    assert "compare: the runs' labels" in " ".join(doc.split())
 
 
 def test_an_unknown_huge_run_id_is_quoted_as_an_excerpt(ip: InteractiveShell) -> None:
