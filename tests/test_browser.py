@@ -690,19 +690,31 @@ def test_screenshot_of_a_comparison(
     page = frontends.run("lab", COMPARE).page
     frontend.set_theme(page, theme)
     timeline = compared(page)
-    timeline.scroll_into_view_if_needed()
-    page.mouse.move(0, 0)  # no hover effects in the picture
-    update = os.environ.get("WOML_UPDATE_SCREENSHOT") == "1"
-    shot = DOCS_IMAGES / file if update else tmp_path / file
-    shot.parent.mkdir(parents=True, exist_ok=True)
-    timeline.locator(".woml-header, .woml-scroll, .woml-replay").first.scroll_into_view_if_needed()
-    box = timeline.locator(".woml-replay").bounding_box()
-    top = timeline.bounding_box()
-    assert box is not None
-    assert top is not None
-    # The header, the drawing and the Play bar: the details panel below is text.
-    page.screenshot(path=str(shot), clip={"x": top["x"], "y": top["y"], "width": top["width"],
-                                          "height": box["y"] + box["height"] - top["y"] + 4})
+    viewport = page.viewport_size
+    assert viewport is not None
+    # Wide enough for the whole drawing: both runs to their ends, without scrolling.
+    page.set_viewport_size({"width": 1400, "height": viewport["height"]})
+    try:
+        page.wait_for_function(
+            "el => { const s = el.querySelector('.woml-scroll');"
+            " return s.scrollWidth <= s.clientWidth + 1; }",
+            arg=timeline.element_handle(), timeout=10_000,
+        )
+        timeline.scroll_into_view_if_needed()
+        page.mouse.move(0, 0)  # no hover effects in the picture
+        update = os.environ.get("WOML_UPDATE_SCREENSHOT") == "1"
+        shot = DOCS_IMAGES / file if update else tmp_path / file
+        shot.parent.mkdir(parents=True, exist_ok=True)
+        box = timeline.locator(".woml-replay").bounding_box()
+        top = timeline.bounding_box()
+        assert box is not None
+        assert top is not None
+        # The header, the drawing and the Play bar: the details panel below is text.
+        page.screenshot(path=str(shot), clip={
+            "x": top["x"], "y": top["y"], "width": top["width"],
+            "height": box["y"] + box["height"] - top["y"] + 4})
+    finally:
+        page.set_viewport_size(viewport)
     say(capsys, f"\n  screenshot ({theme}): {shot}")
     assert shot.stat().st_size > 10_000
 
