@@ -42,6 +42,7 @@ from ..policy import RetryPolicy
 from .axis import format_time
 from .details import step_details_html
 from .html import SHARED_NOTE, scoped_style
+from .lanes import Lane
 from .layout import RunBand, TimelineLayout, bounded, lay_out, run_lanes
 from .markup import data_time, esc
 from .picture import picture
@@ -116,7 +117,7 @@ class Comparison:
             '<div class="woml-replay"></div>',
             '<div class="woml-steps">',
         ]
-        by_run: dict[str, list[Any]] = {}
+        by_run: dict[str, list[Lane]] = {}
         for lane in layout.lanes:
             by_run.setdefault(lane.run_ref, []).append(lane)
         for band, run in zip(layout.bands, self.runs, strict=True):
