@@ -61,6 +61,7 @@ print("last explanation:", step.attempts[-1].explanation)
 # %%
 import woml_magic as wm
 
+schedules = {}
 for backoff in ("fixed", "exponential"):
     wf = wm.parse(f'''
 <step id="s" retry="5" retry-backoff="{backoff}" retry-delay="1s">
@@ -69,10 +70,21 @@ for backoff in ("fixed", "exponential"):
     policy = wf.steps[0].policy
     print(f"{backoff:<12} {policy.describe():<40} waits:",
           [w.total_seconds() for w in policy.waits()])
+    schedules[backoff] = wm.run(wf, clock="simulated")
 
 # %% [markdown]
-# The run waits exactly that. Here the card network is busy twice; the third attempt
-# succeeds after waiting 1 s and then 2 s (the README's first cell).
+# The runs wait exactly that. `wm.compare` draws both runs' lanes on **one** time axis,
+# each run's time from its own start, so equal waits are drawn equal and a wait twice
+# as long is drawn twice as long: the fixed run is over after 4 s, the exponential one
+# after 15 s. (`%woml compare RUN_A RUN_B` does the same for runs in the journal.)
+
+# %%
+wm.compare(schedules["fixed"], schedules["exponential"],
+           labels=["fixed 1s", "exponential from 1s"])
+
+# %% [markdown]
+# Here the card network is busy twice; the third attempt succeeds after waiting 1 s
+# and then 2 s (the README's first cell).
 
 # %%
 %%woml --simulate --out expo

@@ -21,6 +21,7 @@
 
 import httpx
 
+import woml_magic as wm
 from woml_magic.demo import DemoAPI
 
 api = DemoAPI().start()      # a payments-like API on 127.0.0.1 (spec §8)
@@ -118,6 +119,15 @@ for line in s.attempts[-1].logs:
     print(line)
 print("what the server did:", [r.outcome for r in api.requests])
 print("with a key, charges recorded:", len(api.records("charges")))
+
+# %% [markdown]
+# The two runs on one time axis (`wm.compare`, each run's time from its own start):
+# without a key the first attempt ends `ambiguous` and nothing follows; with the key
+# the same lost response ends `threw`, and 200 ms later the retry succeeds. Select an
+# attempt to see its call and what the server did with its key.
+
+# %%
+wm.compare(no_key, with_key, labels=["no key", "Idempotency-Key"])
 
 # %% [markdown]
 # Two different "replays" are in play — do not mix them up:

@@ -203,6 +203,42 @@ LabFigure(load_plot({"1 layer": layered[1], "2 layers": layered[2]},
           "one and two layers")
 
 # %% [markdown]
+# The same two shapes with real scripts, one client each, against the demo API on
+# 127.0.0.1 while it answers every request `503`. With one layer, each of the step's
+# four attempts is one request. With two, the script is a service that itself retries
+# its call four times (waits of 1 s, 2 s, 4 s on the run's clock) before it gives up:
+# each outer attempt is a whole retried inner call. `wm.compare` draws both runs on
+# one time axis, each from its own start.
+
+# %%
+LAYERS = """
+<step id="call" retry="4" retry-delay="1s" retry-backoff="exponential">
+  <script>
+    const inner = context.payload.inner;   // the service's own attempts: 1 = no layer
+    for (let n = 1; ; n++) {
+      try {
+        const res = await services.http.request({ url: `${context.payload.api}/charges` });
+        return res.status;
+      } catch (e) {
+        if (n >= inner) throw e;
+        await services.sleep(1000 * 2 ** (n - 1));   // 1s, 2s, 4s
+      }
+    }
+  </script>
+</step>
+"""
+with DemoAPI() as api:
+    layer_runs = {}
+    for inner, name in ((1, "1 layer"), (4, "2 layers")):
+        api.reset()
+        api.fail_next(100)   # the server is down: every request gets 503
+        layer_runs[name] = wm.run(LAYERS, clock="simulated",
+                                  payload={"api": api.url, "inner": inner})
+        print(f"{name}: {len(api.requests)} requests for one client")
+        print(f"  its run ended at {layer_runs[name].ended_at:.0f}s of its clock")
+wm.compare(*layer_runs.values(), labels=list(layer_runs))
+
+# %% [markdown]
 # Retry at one layer — the one that knows whether a repeat is safe — and let the
 # others fail fast.
 

@@ -29,6 +29,8 @@ def test_public_surface_is_exactly_all() -> None:
         "WomlError", "WomlSyntaxError", "WomlRunError", "WomlLimitError", "WomlExtraMissing",
         "WomlJournalError", "WomlImageError", "LabModelError", "LabArgumentError",
         "WhatIfError", "TargetError", "DemoAPIError", "CassetteError",
+        # runs on one time axis (spec §10.4)
+        "compare", "Comparison",
     ])
     assert wm.Journal is Journal
     assert wm.WomlRunError is WomlRunError

@@ -38,6 +38,7 @@ pytestmark = pytest.mark.browser
 DOCS_IMAGES = Path(__file__).parents[1] / "docs" / "images"
 TEACHING = [p.name for p in scratch.TEACHING]
 SPEC = "spec-example.ipynb"
+COMPARE = "compare.ipynb"
 LIVE = "live.ipynb"
 LIGHT, DARK = "JupyterLab Light", "JupyterLab Dark"
 #: WCAG 2.x success criterion 1.4.3 (AA), normal text.
@@ -449,7 +450,7 @@ def test_axis_check_accepts_true_time_and_rejects_equal_boxes() -> None:
     assert any("s#2→s#3" in p for p in lies), lies
 
 
-@pytest.mark.parametrize("name", [*TEACHING, SPEC])
+@pytest.mark.parametrize("name", [*TEACHING, SPEC, COMPARE])
 def test_bars_are_placed_at_their_times(name: str, frontends: Frontends) -> None:
     page = frontends.run("lab", name).page
     frontend.set_theme(page, LIGHT)
@@ -459,7 +460,7 @@ def test_bars_are_placed_at_their_times(name: str, frontends: Frontends) -> None
     assert problems == [], "\n".join(problems)
 
 
-@pytest.mark.parametrize("name", [*TEACHING, SPEC])
+@pytest.mark.parametrize("name", [*TEACHING, SPEC, COMPARE])
 def test_no_two_texts_of_a_timeline_overlap_or_touch(name: str, frontends: Frontends) -> None:
     # spec §6.3, issue 21: every text box of every drawn timeline (labels, ticks, the
     # step column, the legend, axis breaks) keeps clear of every other by half a pixel.
@@ -592,6 +593,130 @@ def test_clicking_an_attempt_selects_it_and_opens_its_details(frontends: Fronten
         expect(details).to_have_attribute("open", "")
         expect(details).to_contain_text("not ready")
     assert attempts.count() == 10
+
+
+# --- a comparison (spec §10.4) ----------------------------------------------------------
+
+
+def compared(page: Any) -> Any:
+    """The page's one comparison: ``%woml compare``'s output."""
+    from playwright.sync_api import expect
+
+    found = page.locator(".woml-timeline.woml-compare")
+    expect(found).to_have_count(1)
+    return found
+
+
+def bar_lefts(timeline: Any) -> dict[str, float]:
+    """The on-screen left of each attempt's bar, by ``step#n``."""
+    found: dict[str, float] = timeline.evaluate(
+        """t => Object.fromEntries([...t.querySelectorAll('.woml-seg.woml-attempt')].map(g =>
+          [g.dataset.step + '#' + g.dataset.n,
+           g.querySelector('rect.woml-bar').getBoundingClientRect().left]))"""
+    )
+    return found
+
+
+def test_a_comparison_draws_both_runs_lanes_on_one_axis_labelled_by_run(
+    frontends: Frontends,
+) -> None:
+    page = frontends.run("lab", COMPARE).page
+    frontend.set_theme(page, LIGHT)
+    timeline = compared(page)
+    assert timeline.locator("svg.woml-svg").count() == 1
+    assert timeline.locator("svg.woml-svg g.woml-axis").count() == 1
+    labels = timeline.locator("text.woml-run-label").evaluate_all(
+        "els => els.map(e => e.textContent)"
+    )
+    for label, run_id in zip(scratch.COMPARE_LABELS, scratch.COMPARE_RUN_IDS, strict=True):
+        assert any(t.startswith(f"{label} · run {run_id}") for t in labels), labels
+    lefts = bar_lefts(timeline)
+    assert sorted(lefts) == sorted(f"{i}/charge#{n}" for i in (1, 2) for n in range(1, 6))
+    # One axis: the first attempts start at one x; the exponential run's fifth attempt
+    # (after 1 + 2 + 4 + 8 s) is right of the fixed run's (after 4 × 1 s).
+    assert abs(lefts["1/charge#1"] - lefts["2/charge#1"]) <= PX
+    assert abs(lefts["1/charge#2"] - lefts["2/charge#2"]) <= PX
+    assert lefts["2/charge#5"] > lefts["1/charge#5"] + 100
+    (g,) = [g for g in frontend.measured(page) if g["status"] == "compared"]
+    assert axis_problems(g) == []
+    # Selecting an attempt of the second run opens its details, not the first run's.
+    seg = timeline.locator(".woml-seg.woml-attempt[data-step='2/charge'][data-n='3']")
+    seg.locator("rect.woml-bar").click()
+    details = timeline.locator("details.woml-attempt-details[data-step='2/charge'][data-n='3']")
+    assert details.get_attribute("open") == ""
+    assert timeline.locator("details.woml-attempt-details[open]").count() == 1
+
+
+def test_play_and_zoom_act_on_every_lane_of_a_comparison(frontends: Frontends) -> None:
+    page = frontends.run("lab", COMPARE).page
+    timeline = compared(page)
+    tid = timeline.get_attribute("id")
+    assert tid
+    # Play advances one shared t: at 0 both runs' later attempts are hidden, at the
+    # end every attempt of both is shown again.
+    state = page.eval_on_selector(f"[id='{tid}']", "t => __woml.rewind(t)")
+    assert state["shown"] < state["attempts"] - 2, state
+    hidden = timeline.evaluate(
+        "t => [...t.querySelectorAll('.woml-seg.woml-attempt.woml-replay-hidden')]"
+        ".map(g => g.dataset.step)"
+    )
+    assert {"1/charge", "2/charge"} <= set(hidden), hidden
+    (done,) = replay_from_zero(page, [tid])
+    assert done["shown"] == done["attempts"] == 10
+    # Zoom in: both runs' bars move apart about the same middle, as one track.
+    before = bar_lefts(timeline)
+    timeline.locator("button[aria-label='zoom in']").click()
+    page.wait_for_function(
+        "id => document.getElementById(id).getAttribute('data-zoom') !== ''", arg=tid
+    )
+    after = bar_lefts(timeline)
+    for run in ("1", "2"):
+        spread = after[f"{run}/charge#2"] - after[f"{run}/charge#1"]
+        was = before[f"{run}/charge#2"] - before[f"{run}/charge#1"]
+        assert spread > 1.5 * was, (run, was, spread)
+    assert abs(after["1/charge#2"] - after["2/charge#2"]) <= PX  # still one axis
+    timeline.locator("button[aria-label^='reset zoom']").click()
+    page.wait_for_function(
+        "id => document.getElementById(id).getAttribute('data-zoom') === ''", arg=tid
+    )
+    back = bar_lefts(timeline)
+    assert all(abs(back[k] - before[k]) <= PX for k in before), (before, back)
+
+
+@pytest.mark.parametrize(("theme", "file"), [(LIGHT, "compare.png"), (DARK, "compare-dark.png")])
+def test_screenshot_of_a_comparison(
+    theme: str, file: str, frontends: Frontends, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    page = frontends.run("lab", COMPARE).page
+    frontend.set_theme(page, theme)
+    timeline = compared(page)
+    viewport = page.viewport_size
+    assert viewport is not None
+    # Wide enough for the whole drawing: both runs to their ends, without scrolling.
+    page.set_viewport_size({"width": 1400, "height": viewport["height"]})
+    try:
+        page.wait_for_function(
+            "el => { const s = el.querySelector('.woml-scroll');"
+            " return s.scrollWidth <= s.clientWidth + 1; }",
+            arg=timeline.element_handle(), timeout=10_000,
+        )
+        timeline.scroll_into_view_if_needed()
+        page.mouse.move(0, 0)  # no hover effects in the picture
+        update = os.environ.get("WOML_UPDATE_SCREENSHOT") == "1"
+        shot = DOCS_IMAGES / file if update else tmp_path / file
+        shot.parent.mkdir(parents=True, exist_ok=True)
+        box = timeline.locator(".woml-replay").bounding_box()
+        top = timeline.bounding_box()
+        assert box is not None
+        assert top is not None
+        # The header, the drawing and the Play bar: the details panel below is text.
+        page.screenshot(path=str(shot), clip={
+            "x": top["x"], "y": top["y"], "width": top["width"],
+            "height": box["y"] + box["height"] - top["y"] + 4})
+    finally:
+        page.set_viewport_size(viewport)
+    say(capsys, f"\n  screenshot ({theme}): {shot}")
+    assert shot.stat().st_size > 10_000
 
 
 # --- screenshots -----------------------------------------------------------------------

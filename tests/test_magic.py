@@ -8,6 +8,7 @@ directory and unloads it afterwards, so no journal, handle or setting leaks.
 from __future__ import annotations
 
 import logging
+import re
 import stat
 from pathlib import Path
 from typing import Any
@@ -196,6 +197,57 @@ def test_journal_option_then_runs_lists_it_and_show_renders_it(
 def test_show_of_an_unknown_run_is_a_usage_error(ip: InteractiveShell) -> None:
     with pytest.raises(UsageError, match="no run 'nope'"):
         ip.run_line_magic("woml", "show nope")
+
+
+def test_compare_draws_journaled_runs_on_one_axis_labelled_by_run(ip: InteractiveShell) -> None:
+    """spec §10.4: ``%woml compare RUN_A RUN_B [--labels A,B]`` loads the runs as
+    ``show`` does and draws their lanes on one time axis."""
+    from woml_magic.timeline.compare import Comparison
+
+    woml(ip, "--simulate --run-id cmp-a", THROWS)
+    woml(ip, "--simulate --run-id cmp-b", SUCCEEDS)
+    shown = ip.run_line_magic("woml", "compare cmp-a cmp-b --labels 'throws, succeeds'")
+    assert isinstance(shown, Comparison)
+    assert [r.id for r in shown.runs] == ["cmp-a", "cmp-b"]
+    assert shown.labels == ("throws", "succeeds")
+    formatter = ip.display_formatter
+    assert formatter is not None
+    bundle, _ = formatter.format(shown)  # its own bundle: it displays itself
+    assert bundle["text/plain"].startswith("compare 2 runs · throws · succeeds")
+    assert 'data-status="compared"' in bundle["text/html"]
+    three = ip.run_line_magic("woml", "compare cmp-a cmp-b cmp-a")
+    assert three.labels[0].endswith("· cmp-a")
+    assert len(three.runs) == 3
+
+
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        ("compare cmp-x nope", "%woml compare nope: no run 'nope' in the journal"),
+        ("compare cmp-x", "needs two run ids or more: %woml compare cmp-x RUN_ID"),
+        ("compare cmp-x cmp-x --labels one", "got 1 label for 2 runs"),
+        ("show cmp-x --labels a,b", "takes no --labels; only %woml compare does"),
+        ("show cmp-x cmp-x", "%woml show takes no file"),
+        ("save cmp-x a.svg b.svg", "%woml save takes one file; got also 'b.svg'"),
+    ],
+)
+def test_compare_misuse_is_a_usage_error_saying_what_is_allowed(
+    ip: InteractiveShell, line: str, message: str
+) -> None:
+    woml(ip, "--simulate --run-id cmp-x", SUCCEEDS)
+    with pytest.raises(UsageError, match=re.escape(message)):
+        ip.run_line_magic("woml", line)
+
+
+def test_the_line_magics_usage_and_help_list_compare(ip: InteractiveShell) -> None:
+    with pytest.raises(UsageError) as err:
+        ip.run_line_magic("woml", "nothing")
+    assert "compare RUN_ID RUN_ID [RUN_ID …] [--labels A,B,…]" in str(err.value)
+    # %woml? shows the magic's docstring and its arguments' help.
+    doc = magics(ip).woml_line.__doc__ or ""
+    assert "%woml compare RUN_A RUN_B [...]" in " ".join(doc.split())
+    assert "--labels A,B" in doc
+    assert "compare: the runs' labels" in " ".join(doc.split())
 
 
 def test_an_unknown_huge_run_id_is_quoted_as_an_excerpt(ip: InteractiveShell) -> None:

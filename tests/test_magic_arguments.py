@@ -54,7 +54,7 @@ def marked(parser: argparse.ArgumentParser) -> argparse.Namespace:
         mark: Any = f"<{action.dest}>"
         if action.dest == "clock":
             mark = "simulated"  # a clock is read as a ClockKind
-        elif isinstance(action, argparse._AppendAction):
+        elif isinstance(action, argparse._AppendAction) or action.nargs == "*":
             mark = [mark]
         setattr(ns, action.dest, mark)
     return ns
@@ -113,9 +113,10 @@ def test_an_engine_flag_does_not_apply_to_a_lab(ip: InteractiveShell, flag: str)
 
 
 def test_every_subcommand_is_a_row_and_the_usage_lists_them(ip: InteractiveShell) -> None:
-    assert list(SUBCOMMANDS) == ["runs", "show", "save", "cancel", "secret"]
+    assert list(SUBCOMMANDS) == ["runs", "show", "compare", "save", "cancel", "secret"]
     assert USAGE == (
-        "runs [--journal PATH] | show RUN_ID [--journal PATH] | save RUN_ID FILE "
+        "runs [--journal PATH] | show RUN_ID [--journal PATH] | compare RUN_ID RUN_ID "
+        "[RUN_ID …] [--labels A,B,…] [--journal PATH] | save RUN_ID FILE "
         "[--theme light|dark] [--scale N] [--journal PATH] | cancel RUN_ID | secret [NAME]"
     )
     positional = next(a for a in magics(ip).woml_line.parser._actions

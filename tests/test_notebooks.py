@@ -134,6 +134,9 @@ FACTS: dict[str, list[str]] = {
         "WOML's schedule sent more calls than full jitter at every seed: True",
         "the outage ends at 40s",
         "with a 10% budget the server recovered earlier: True",
+        # spec §10.4: one client's real runs, compared: attempts ** layers requests
+        "1 layer: 4 requests for one client",
+        "2 layers: 16 requests for one client",
         # spec §11: the same policy in other engines, with what cannot be said
         "temporal: same waits and attempts as WOML: True",
         "stepfunctions: same waits and attempts as WOML: False",
@@ -324,6 +327,33 @@ def test_notebook_06_replays_the_keyed_charge_duplicates_the_unkeyed_one_and_kee
     assert f"Invalid API Key provided: {reference('PROVIDER_TEST_KEY')}x" in "\n".join(
         stdout_lines(nb))
     assert PROVIDER_TEST_KEY not in nbformat.writes(nb)
+
+
+#: spec §10.4: the lessons that compare two runs draw them on one axis (wm.compare),
+#: labelled by run, in these notebooks.
+COMPARED: dict[str, tuple[str, ...]] = {
+    "01-retries-and-backoff.ipynb": ("fixed 1s", "exponential from 1s"),
+    "03-idempotency-keys.ipynb": ("no key", "Idempotency-Key"),
+    "07-retry-storms.ipynb": ("1 layer", "2 layers"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(COMPARED))
+def test_a_lesson_of_two_runs_draws_them_on_one_axis(
+    name: str, executed: dict[str, nbformat.NotebookNode], tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    nb = run_once(name, executed, tmp_path_factory)
+    shown = [
+        out.data
+        for cell in nb.cells
+        for out in cell.get("outputs", [])
+        if out.output_type in ("display_data", "execute_result")
+        and "woml-compare" in out.data.get("text/html", "")
+    ]
+    assert len(shown) == 1, f"{name} shows {len(shown)} comparisons"
+    labels = COMPARED[name]
+    assert shown[0]["text/plain"].startswith(f"compare 2 runs · {' · '.join(labels)}")
+    assert '<img class="woml-picture"' in shown[0]["text/html"]
 
 
 def test_notebook_07_shows_the_retry_storm_results_of_spec_11(

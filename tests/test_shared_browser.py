@@ -28,13 +28,15 @@ pytestmark = pytest.mark.browser
 DOCS_IMAGES = Path(__file__).resolve().parent.parent / "docs" / "images"
 SHARED = "shared-untrusted.ipynb"
 LIGHT, DARK = "JupyterLab Light", "JupyterLab Dark"
-#: A run with retries and waits (spec §3.1's example) and one that fails closed.
+#: A run with retries and waits (spec §3.1's example), one that fails closed, and the
+#: two compared on one axis (spec §10.4).
 CELLS = [
     scratch.SETUP,
     scratch.SPEC_CELL,
     '%%woml --simulate --run-id shared-flaky\n<step id="flaky" retry="3" retry-delay="1s">'
     "\n  <script>\n    if (attempt.number < 2) throw new Error('busy');\n"
     "    return NaN;\n  </script>\n</step>",
+    f"%woml compare {scratch.SPEC_RUN_ID} shared-flaky --labels 'the spec,flaky'",
 ]
 
 
@@ -88,12 +90,12 @@ def test_an_untrusted_notebook_shows_each_timeline_as_a_picture_with_readable_te
             "name => __woml.panel(name).model.cells.get(1).trusted", shared) is False
         frontend.set_theme(page, theme)
         page.wait_for_function(
-            "() => document.querySelectorAll('img.woml-picture').length >= 2", timeout=30_000)
+            "() => document.querySelectorAll('img.woml-picture').length >= 3", timeout=30_000)
         page.wait_for_function(
             "() => [...document.querySelectorAll('img.woml-picture')]"
             ".every(i => i.complete && i.naturalWidth > 0)", timeout=30_000)
         facts = output_facts(page)
-        assert len(facts) == 2, facts
+        assert len(facts) == 3, facts
         for fact in facts:
             assert fact["picture"], fact
             assert fact["loaded"], fact
@@ -103,8 +105,14 @@ def test_an_untrusted_notebook_shows_each_timeline_as_a_picture_with_readable_te
             assert fact["drawingText"] == "", fact  # no labels run together
             assert "Trust Notebook" in fact["note"], fact
             assert "run the cell again" in fact["note"], fact
-            assert "timeline of run" in fact["alt"], fact
-        spec, flaky = facts
+        spec, flaky, both = facts
+        assert "timeline of run" in spec["alt"], spec
+        assert "timeline of run" in flaky["alt"], flaky
+        # The comparison is one picture of both runs, and its text names both.
+        assert both["alt"] == f"comparison of runs {scratch.SPEC_RUN_ID} shared-flaky", both
+        assert "compare the spec" in both["text"], both
+        assert "10 of 10 attempts" in both["text"], both
+        assert "failed closed (not retried) · 2 of 3 attempts" in both["text"], both
         # Readable text: the details panel, step by step, in words.
         assert "poll" in spec["text"]
         assert "10 of 10 attempts" in spec["text"]
@@ -132,10 +140,11 @@ def test_the_same_output_trusted_is_the_live_drawing_again(
         dialog.wait_for(timeout=10_000)
         dialog.click()
         page.wait_for_function(
-            "() => document.querySelectorAll('svg.woml-svg').length >= 2", timeout=30_000)
+            "() => document.querySelectorAll('svg.woml-svg').length >= 3", timeout=30_000)
         facts = output_facts(page)
-        assert [f["picture"] for f in facts] == [False, False], facts
+        assert [f["picture"] for f in facts] == [False, False, False], facts
         assert all(f["note"] == "" for f in facts), facts
-        assert page.locator(".woml-seg.woml-attempt[tabindex]").count() >= 10 + 2
+        assert page.locator(".woml-seg.woml-attempt[tabindex]").count() >= 2 * (10 + 2)
+        assert page.locator(".woml-compare .woml-seg[data-step='2/flaky']").count() >= 2
     finally:
         frontend.shutdown(page, shared)

@@ -943,3 +943,48 @@ def test_the_drawing_fills_a_wide_output_and_follows_a_resize(open_page: Any) ->
     assert scroll[0] > scroll[1]  # it scrolls sideways, text stays 12 px
     heights = page.eval_on_selector_all("svg.woml-svg text", f"ts => ts.map({label})")
     assert min(h for h in heights if h > 0) >= 13.5
+
+
+def test_the_first_tick_label_is_whole_until_the_track_is_zoomed(open_page: Any, run: Run) -> None:
+    # The zoom's clip keeps zoomed content off the step column; unzoomed (an output
+    # narrower than the drawing: nothing stretched) it must not cut the axis's own first
+    # tick label, "0s", centred on the track's start.
+    page = open_page(interactive_html(run))
+    page.set_viewport_size({"width": 700, "height": 800})
+    page.wait_for_function(
+        "() => !document.querySelector('.woml-timeline').hasAttribute('data-track')"
+        " || document.querySelector('g.woml-zoom').getAttribute('transform') === ''"
+    )
+    clip_x = "() => +document.querySelector('g.woml-zoom-clip > clipPath > rect').getAttribute('x')"
+    tick_x = (
+        "() => [...document.querySelectorAll('g.woml-axis text.woml-tick')]"
+        ".find(t => t.textContent === '0s').getBBox().x"
+    )
+    assert page.evaluate(tick_x) < 150  # it reaches into the step column's last px
+    assert page.evaluate(clip_x) <= page.evaluate(tick_x)
+    page.eval_on_selector(".woml-timeline", "r => r._womlTimeline.zoomTime(0, 10)")
+    assert page.evaluate(clip_x) == pytest.approx(150 - 3)
+
+
+def test_a_comparison_plays_one_shared_t_across_both_runs(open_page: Any) -> None:
+    # spec §10.4: two runs on one axis replay together: at t the later attempts of both
+    # are hidden, Play reveals every one of both runs.
+    doc = (
+        '<step id="s" retry="4" retry-backoff="{b}" retry-delay="1s">'
+        '<script>throw new Error("x");</script></step>'
+    )
+    runs = [wm.run(doc.format(b=b), clock="simulated") for b in ("fixed", "exponential")]
+    page = open_page(wm.compare(*runs)._repr_mimebundle_()["text/html"])
+    set_slider(page, 2.5)
+    hidden = page.evaluate(
+        "() => [...document.querySelectorAll('.woml-seg.woml-attempt.woml-replay-hidden')]"
+        ".map(g => g.dataset.step + '#' + g.dataset.n)"
+    )
+    # Fixed: attempts at 0, 1, 2, 3 s (#4 hidden); exponential: 0, 1, 3, 7 s (#3, #4).
+    assert sorted(hidden) == ["1/s#4", "2/s#3", "2/s#4"]
+    page.click("button.woml-play")
+    page.wait_for_function(
+        "() => document.querySelectorAll('.woml-seg.woml-replay-hidden').length === 0"
+        " && document.querySelector('button.woml-play').textContent.includes('Play')",
+        timeout=20_000,
+    )

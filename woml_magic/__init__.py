@@ -25,6 +25,7 @@ __all__ = [
     "AttemptError",
     "Call",
     "CassetteError",
+    "Comparison",
     "DemoAPIError",
     "EngineConfig",
     "Fault",
@@ -50,6 +51,7 @@ __all__ = [
     "WomlSyntaxError",
     "Workflow",
     "__version__",
+    "compare",
     "lab",
     "load_ipython_extension",
     "parse",
@@ -82,6 +84,9 @@ _LAZY = {
     "run_async": "api",
     "start": "api",
     "RunHandle": "handle",
+    # Runs on one time axis (spec §10.4): a view of runs, so the timeline's.
+    "compare": "timeline.compare",
+    "Comparison": "timeline.compare",
     "load_ipython_extension": "magic",
     "unload_ipython_extension": "magic",
 }
@@ -109,6 +114,7 @@ if TYPE_CHECKING:
     from .magic import load_ipython_extension, unload_ipython_extension
     from .model import Attempt, Call, Run, Step, StepRun, Workflow
     from .policy import RetryPolicy
+    from .timeline.compare import Comparison, compare
 
 
 __getattr__, __dir__ = lazy_exports(__name__, _LAZY, __all__, globals())

@@ -61,6 +61,25 @@ EXPORT_CELLS = [
 ]
 EXPORT_KEYS = {(SPEC_RUN_ID, "poll"), (EXPORT_BG_RUN_ID, "long")}
 
+#: spec §10.4: two runs of one step, fixed and exponential backoff, compared on one
+#: axis by %woml compare (the runs from the session's journal, as %woml show reads them).
+COMPARE_RUN_IDS = ("compare-fixed", "compare-expo")
+COMPARE_LABELS = ("fixed 1s", "exponential 1s")
+COMPARE_STEP = """<step id="charge" retry="5" retry-backoff="{backoff}" retry-delay="1s">
+  <script>
+    if (attempt.number < 5) throw new Error("card network busy");
+    return attempt.number;
+  </script>
+</step>"""
+COMPARE_CELLS = [
+    SETUP,
+    f"%%woml --simulate --run-id {COMPARE_RUN_IDS[0]} --out fixed\n"
+    + COMPARE_STEP.format(backoff="fixed"),
+    f"%%woml --simulate --run-id {COMPARE_RUN_IDS[1]} --out expo\n"
+    + COMPARE_STEP.format(backoff="exponential"),
+    f"%woml compare {' '.join(COMPARE_RUN_IDS)} --labels '{','.join(COMPARE_LABELS)}'",
+]
+
 #: Notebooks that must make the Run All check fail (the check checks itself).
 #: The wedge is issue 11's: a cell that re-enters the kernel's running loop while
 #: cells are queued behind it; the kernel then shows idle with cells at [*].
@@ -82,6 +101,7 @@ NOISY = [
 SCRATCH = {
     "spec-example.ipynb": [SETUP, SPEC_CELL],
     "live.ipynb": [SETUP, LIVE_CELL],
+    "compare.ipynb": COMPARE_CELLS,
     "export.ipynb": EXPORT_CELLS,
     "wedge.ipynb": WEDGE,
     "endless.ipynb": ENDLESS,

@@ -204,9 +204,10 @@ class WomlMagics(Magics):
     @line_arguments
     @line_magic("woml")  # type: ignore[arg-type,unused-ignore]
     def woml_line(self, line: str) -> Any:
-        """``%woml runs``, ``%woml show RUN_ID``, ``%woml save RUN_ID FILE``,
-        ``%woml cancel RUN_ID``, ``%woml secret NAME`` (spec §6.2, §6.3, §10.1): the
-        subcommands of ``magic.line``."""
+        """``%woml runs``, ``%woml show RUN_ID``, ``%woml compare RUN_A RUN_B [...]
+        [--labels A,B]`` (the runs on one time axis), ``%woml save RUN_ID FILE``,
+        ``%woml cancel RUN_ID``, ``%woml secret NAME`` (spec §6.2, §6.3, §10.1, §10.4):
+        the subcommands of ``magic.line``."""
         return dispatch(self, LineArgs.of(parse_args(self.woml_line, line)))
 
     def secret_names(self) -> list[str]:

@@ -1,5 +1,6 @@
-"""The ``%woml`` line magic's subcommands (spec §6.2, §6.3, §10.1): ``runs``, ``show``,
-``save``, ``cancel`` and ``secret``, dispatched by one table (``SUBCOMMANDS``).
+"""The ``%woml`` line magic's subcommands (spec §6.2, §6.3, §10.1, §10.4): ``runs``,
+``show``, ``compare``, ``save``, ``cancel`` and ``secret``, dispatched by one table
+(``SUBCOMMANDS``).
 
 Each row says what its subcommand takes — its word (a run id, a secret's name), a
 file, a journal — and does; the table's rows are also the usage every refusal offers
@@ -14,6 +15,7 @@ is the ``WomlMagics`` instance's (STYLE 7).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import getpass
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -24,7 +26,7 @@ from IPython.core.magic_arguments import argument
 
 from .. import api
 from ..api import Run
-from ..errors import WomlExtraMissing, WomlImageError, excerpt, quote
+from ..errors import WomlError, WomlExtraMissing, WomlImageError, excerpt, quote
 from ..timeline.theme import PALETTES
 from . import options
 from .arguments import ENGINES_NOW, EngineArgs, declared
@@ -37,7 +39,10 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class LineArgs:
-    """A ``%woml`` line (spec §6.2): the subcommand, its word, file and options."""
+    """A ``%woml`` line (spec §6.2): the subcommand, its word, file and options.
+
+    ``file`` is the word after the first (``save``'s image, ``compare``'s second run)
+    and ``more`` the words after it (``compare``'s further runs)."""
 
     subcommand: str | None
     word: str | None  # the run id; the secret's name, for ``secret``
@@ -46,14 +51,18 @@ class LineArgs:
     scale: float | None
     journal: str | None
     where: EngineArgs
+    labels: str | None = None
+    more: tuple[str, ...] = ()
 
     @classmethod
     def of(cls, ns: argparse.Namespace) -> LineArgs:
         """The one place a ``%woml`` line's ``Namespace`` is read."""
+        rest = list(ns.file)
         return cls(
-            subcommand=ns.subcommand, word=ns.run_id, file=ns.file, theme=ns.theme,
-            scale=ns.scale, journal=ns.journal,
+            subcommand=ns.subcommand, word=ns.run_id, file=rest[0] if rest else None,
+            theme=ns.theme, scale=ns.scale, journal=ns.journal,
             where=EngineArgs(engine=ns.engine, temporal=ns.temporal, namespace=ns.namespace),
+            labels=ns.labels, more=tuple(rest[1:]),
         )
 
 
@@ -65,6 +74,7 @@ class Subcommand:
     word: str | None = None  # its word's name in messages; None: it takes none
     word_needed: bool = True
     file: bool = False  # save: the image to write
+    runs: bool = False  # compare: two run ids or more
     journal: bool = True  # cancel reads no journal: it cancels a background run
     options: str = ""  # the rest of its usage
 
@@ -97,6 +107,25 @@ def _load(magics: WomlMagics, args: LineArgs) -> Run:
         )
     with as_usage_errors(None):
         return journal.load(run_id)
+
+
+def _compare(magics: WomlMagics, args: LineArgs) -> Any:
+    """``%woml compare RUN_A RUN_B [...]``: the runs' lanes on one time axis, labelled by
+    run (spec §10.4), each run loaded as ``show`` loads it."""
+    ids = [str(args.word), *([args.file] if args.file is not None else []), *args.more]
+    if len(ids) < 2:
+        raise UsageError(
+            f"%woml compare needs two run ids or more: %woml compare {ids[0]} RUN_ID "
+            "(`%woml runs` lists the runs of the journal)"
+        )
+    from ..timeline.compare import compare  # the timeline loads on first use
+
+    runs = [_load(magics, dataclasses.replace(args, word=run_id)) for run_id in ids]
+    labels = None if args.labels is None else [w.strip() for w in args.labels.split(",")]
+    try:
+        return compare(*runs, labels=labels)
+    except (TypeError, WomlError) as exc:
+        raise UsageError(f"%woml compare: {str(exc).replace('compare() ', '', 1)}") from None
 
 
 def _save(magics: WomlMagics, args: LineArgs) -> None:
@@ -164,6 +193,8 @@ def _secret(magics: WomlMagics, args: LineArgs) -> None:
 SUBCOMMANDS: dict[str, Subcommand] = {
     "runs": Subcommand(_runs, options=" [--journal PATH]"),
     "show": Subcommand(_load, word="RUN_ID", options=" [--journal PATH]"),
+    "compare": Subcommand(_compare, word="RUN_ID", runs=True,
+                          options=" RUN_ID [RUN_ID …] [--labels A,B,…] [--journal PATH]"),
     "save": Subcommand(_save, word="RUN_ID", file=True,
                        options=f" [--theme {'|'.join(PALETTES)}] [--scale N] [--journal PATH]"),
     "cancel": Subcommand(_cancel, word="RUN_ID", journal=False),
@@ -179,7 +210,14 @@ def dispatch(magics: WomlMagics, args: LineArgs) -> Any:
     if sub is None:
         what = "needs a subcommand" if name is None else f"has no subcommand {quote(name)}"
         raise UsageError(f"%woml {what}; use one of: {USAGE}")
-    if args.file is not None and not sub.file:
+    if args.more and not sub.runs:
+        raise UsageError(
+            f"%woml {name} takes {'one file' if sub.file else 'no file'}; got also "
+            f"{quote(' '.join(args.more))}"
+        )
+    if args.labels is not None and not sub.runs:
+        raise UsageError(f"%woml {name} takes no --labels; only %woml compare does")
+    if args.file is not None and not sub.file and not sub.runs:
         raise UsageError(
             f"%woml {name} takes no file (got {quote(args.file)}); only %woml save "
             "RUN_ID FILE does"
@@ -199,9 +237,13 @@ def dispatch(magics: WomlMagics, args: LineArgs) -> Any:
 line_arguments = declared([
     argument("subcommand", nargs="?", default=None, help=", ".join(SUBCOMMANDS)),
     argument("run_id", nargs="?", default=None,
-             help="the run, for show, save and cancel; the secret's name, for secret"),
-    argument("file", nargs="?", default=None,
-             help="save: the image to write, FILE.svg or FILE.png (spec §6.3)"),
+             help="the run, for show, compare, save and cancel; the secret's name, for secret"),
+    argument("file", nargs="*", default=[], metavar="FILE",
+             help="save: the image to write, FILE.svg or FILE.png (spec §6.3); compare: "
+             "the other runs' ids (spec §10.4)"),
+    argument("--labels", metavar="A,B", default=None,
+             help="compare: the runs' labels, comma separated, one per run; default each "
+             "run's workflow and run id."),
     argument("--theme", choices=tuple(PALETTES), default=None,
              help="save: the image's colours, JupyterLab's light or dark; default light."),
     argument("--scale", metavar="N", type=float, default=None,

@@ -25,7 +25,8 @@ key), shown in the details panel and the text table, and on its own by
 ``lineage_table`` (with a server's ledger, ``ledger_line``). ``image`` makes the
 drawing an image for slides (``Run.to_svg``, ``Run.save``: a standalone SVG in a theme
 of ``theme.PALETTES``, or a PNG); it loads only when a run is saved, and its rasterizer
-(the ``png`` extra) only for a PNG.
+(the ``png`` extra) only for a PNG. ``compare`` lays several finished runs' lanes out
+on one axis (``wm.compare``, spec §10.4): the same layout, drawing and script.
 """
 
 from __future__ import annotations

@@ -17,6 +17,7 @@ read one after another; the widget's script makes them tabs.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Iterable
 
@@ -159,7 +160,7 @@ def step_details_html(
     their place: one line per attempt, their summaries, for readers without scripts."""
     sr = run.steps[lane.step_id]
     yield (
-        f'<div class="woml-step" data-step="{esc(lane.step_id)}">'
+        f'<div class="woml-step" data-step="{esc(lane.ref)}">'
         f"<div><strong>{esc(lane.step_id)}</strong> · "
         f'<span class="woml-step-status">{esc(lane.status_words)}</span> · '
         f'<span class="woml-policy">{esc(lane.summary)}</span></div>'
@@ -170,7 +171,7 @@ def step_details_html(
     first = shown.get(policy) if shown is not None else None
     if shown is not None and first is None:
         shown[policy] = lane.step_id
-    yield policy_targets_html(lane.step_id, policy, same_as=first)
+    yield policy_targets_html(lane.ref, policy, same_as=first)
     attempts, lines = [], []
     for a in sorted(sr.attempts, key=lambda a: a.number):
         label = outcome_style(a.outcome).label
@@ -179,15 +180,15 @@ def step_details_html(
         lines.append(line)
         attempts.append(
             f'<details class="woml-attempt-details woml-outcome-{esc(label)}"'
-            f' data-step="{esc(lane.step_id)}" data-n="{a.number}"><summary>{line}</summary>'
+            f' data-step="{esc(lane.ref)}" data-n="{a.number}"><summary>{line}</summary>'
             f"{attempt_details_html(lane.step_id, a)}</details>"
         )
     if deferred is None or not attempts:
         yield from attempts
     else:
-        deferred[lane.step_id] = "".join(attempts)
+        deferred[lane.ref] = "".join(attempts)
         yield (
-            f'<p class="woml-attempt-lines" data-step="{esc(lane.step_id)}">'
+            f'<p class="woml-attempt-lines" data-step="{esc(lane.ref)}">'
             + "<br/>".join(lines)
             + "</p>"
         )
@@ -195,7 +196,7 @@ def step_details_html(
     if planned:
         yield f"<div>planned, not yet run: {', '.join(f'#{n}' for n in planned)}</div>"
     if any(a.calls for a in sr.attempts):
-        yield lineage_html(step_lineage(run, lane.step_id))
+        yield lineage_html(dataclasses.replace(step_lineage(run, lane.step_id), step_id=lane.ref))
     yield "</div>"
 
 

@@ -21,6 +21,7 @@ MARK_BASELINE = AXIS_H - 3  # a mark's word (12 px: 23.9–37.8), clear of both
 BAR_H = 20.0
 ROW_H = 16.0  # one label row above or below the bars (12 px text is 14 px high)
 LANE_GAP = 14.0  # between lanes
+BAND_H = 24.0  # a comparison's row with a run's label, above its lanes (12 px text)
 FONT_SIZE = 12  # every text of the drawing: at least 12 px at 100 % zoom (spec §6.3)
 BOLD = 1.15  # how much wider bold text is, at most (DejaVu Sans Bold: 1.13)
 LABEL_GAP = 4.0  # the least space between two labels

@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from lxml import etree
 
@@ -27,8 +28,11 @@ from .axis import format_time
 from .geometry import text_width
 from .layout import TimelineLayout, compute_layout
 from .picture import INTERACTIVE
-from .svg import render_svg
+from .svg import COMPARE_AXIS, render_svg
 from .theme import GRID, PALETTES, TEXT, TEXT_MUTED, Palette
+
+if TYPE_CHECKING:
+    from .compare import Comparison
 
 #: The file types ``save`` writes, by suffix (compared without case).
 SUFFIXES = (".svg", ".png")
@@ -71,13 +75,19 @@ def palette(theme: str) -> Palette:
     return found
 
 
-def to_svg(run: Run, *, theme: str = "light", header: bool = True) -> str:
+def layout_of(subject: Run | Comparison) -> TimelineLayout:
+    """The layout a run's or a comparison's image draws (the notebook's)."""
+    return compute_layout(subject) if isinstance(subject, Run) else subject.layout()
+
+
+def to_svg(run: Run | Comparison, *, theme: str = "light", header: bool = True) -> str:
     """``run``'s timeline as a standalone SVG document in ``theme`` (spec §6.3): the
     notebook's drawing on the theme's background, under the notebook's header line
     unless ``header`` is false, every colour and font a literal value. Its
-    ``width``/``height`` are the drawing's size in CSS px (``viewBox`` the same)."""
+    ``width``/``height`` are the drawing's size in CSS px (``viewBox`` the same). A
+    ``Comparison`` (``compare``) draws the same way, under its own header line."""
     colours = palette(theme)
-    layout = compute_layout(run)
+    layout = layout_of(run)
     root = etree.fromstring(render_svg(layout, IMAGE_RID))
     recolour = {TEXT: colours.text, TEXT_MUTED: colours.muted, GRID: colours.grid}
     for el in root.iter(etree.Element):
@@ -116,7 +126,11 @@ def to_svg(run: Run, *, theme: str = "light", header: bool = True) -> str:
 
 
 def to_png(
-    run: Run, *, theme: str = "light", scale: float = DEFAULT_SCALE, header: bool = True
+    run: Run | Comparison,
+    *,
+    theme: str = "light",
+    scale: float = DEFAULT_SCALE,
+    header: bool = True,
 ) -> bytes:
     """``to_svg(run, theme=…)`` as PNG bytes, ``scale`` pixels per drawing px (so its
     size is the SVG's × ``scale``, rounded). Needs the ``png`` extra (resvg, which
@@ -136,7 +150,7 @@ def to_png(
 
 
 def save(
-    run: Run,
+    run: Run | Comparison,
     path: str | os.PathLike[str],
     *,
     theme: str = "light",
@@ -210,6 +224,11 @@ def _header(layout: TimelineLayout, colours: Palette) -> tuple[etree._Element, f
         (layout.status, True),
         (f" · t = {format_time(layout.now)}", False),
     ]
+    if layout.bands:  # a comparison: its runs by label (spec §10.4)
+        parts = [("compare ", False)]
+        for i, band in enumerate(layout.bands):
+            parts += [(" · " if i else "", False), (_bounded(band.label), True)]
+        parts.append((f" · {layout.clock} clock · {COMPARE_AXIS}", False))
     text = etree.Element(
         f"{{{_SVG_NS}}}text",
         {

@@ -124,7 +124,9 @@ class Lane:
     policy in words ("4 attempts · fixed 1s"); ``summary`` what the step's header says
     after its status: attempts used against allowed, then the schedule ("3 of 4
     attempts · fixed 1s"): ``count`` (None for a step that made no attempt: no count
-    is shown then, spec §6.3), then ``waits``, the schedule in words.
+    is shown then, spec §6.3), then ``waits``, the schedule in words. ``run_ref`` is
+    the lane's run in a comparison (its place, ``"1"``, ``"2"``, …; ``compare``), empty
+    in one run's timeline.
     """
 
     step_id: str
@@ -141,6 +143,14 @@ class Lane:
     rows_below: int = 0
     y: float = 0.0
     note: str | None = None
+    run_ref: str = ""
+
+    @property
+    def ref(self) -> str:
+        """What the drawing and the details panel call the lane (``data-step``): the step
+        id, or in a comparison ``run_ref/step_id``, so lanes of two runs with the same
+        steps stay apart."""
+        return f"{self.run_ref}/{self.step_id}" if self.run_ref else self.step_id
 
     @property
     def count(self) -> str | None:

@@ -18,6 +18,7 @@ from ..outcomes import RUNNING
 from .axis import format_time
 from .geometry import (
     AXIS_H,
+    BAND_H,
     BAR_H,
     FONT_SIZE,
     LABEL_GAP,
@@ -29,7 +30,7 @@ from .geometry import (
     text_width,
 )
 from .lanes import Drawn, Label, Lane
-from .layout import TimelineLayout
+from .layout import RunBand, TimelineLayout
 from .markup import data_time, esc
 from .outcome_styles import BAR_TEXT, OUTCOME_STYLES, outcome_style
 from .theme import GRID, TEXT, TEXT_MUTED
@@ -95,7 +96,7 @@ def _segment(rid: str, lane: Lane, d: Drawn) -> str:
     y = lane.bar_y
     w = max(d.x1 - d.x0, 0.0)
     data = (
-        f'data-step="{esc(lane.step_id)}" data-n="{seg.number}" data-t0="{data_time(seg.start)}"'
+        f'data-step="{esc(lane.ref)}" data-n="{seg.number}" data-t0="{data_time(seg.start)}"'
         f' data-t1="{data_time(seg.end)}" data-x0="{_num(d.x0)}" data-x1="{_num(d.x1)}"'
     )
     title = f"<title>{esc(seg.tooltip)}</title>"
@@ -178,7 +179,30 @@ def _lane_svg(rid: str, lane: Lane, track_x0: float) -> str:
     waits = [d for d in lane.drawn if not d.seg.is_bar]
     bars = [d for d in lane.drawn if d.seg.is_bar]
     parts += [_segment(rid, lane, d) for d in (*waits, *bars)]
-    return f'<g class="woml-lane" data-step="{esc(lane.step_id)}">{"".join(parts)}</g>'
+    return f'<g class="woml-lane" data-step="{esc(lane.ref)}">{"".join(parts)}</g>'
+
+
+def _band_svg(band: RunBand, width: float) -> str:
+    """A comparison's row over one run's lanes (``compare``): the run's label in bold,
+    then its words, muted, cut to the drawing's width; a rule across it above. It stays
+    put while the track zooms (it is not a lane)."""
+    label = _fitted(band.label, width / 2, bold=True)
+    room = width - 12 - text_width(label + " · ", bold=True)
+    words = _fitted(band.words, max(room, 40.0))
+    y = band.y + BAND_H - 8
+    return (
+        f'<g class="woml-run" data-run="{esc(band.ref)}">'
+        f'<line class="woml-grid" x1="0" y1="{_num(band.y + 1)}" x2="100%"'
+        f' y2="{_num(band.y + 1)}" stroke="{GRID}"/>'
+        f'<text class="woml-run-label woml-label" x="6" y="{_num(y)}" font-size="{FONT_SIZE}"'
+        f' fill="{TEXT}"><tspan font-weight="bold">{esc(label)}</tspan>'
+        f'<tspan class="woml-muted" fill="{TEXT_MUTED}"> · {esc(words)}</tspan>'
+        "<title>" + esc(f"{band.label} · {band.words}") + "</title></text></g>"
+    )
+
+
+#: What a comparison's axis says in its corner: its times are each run's own.
+COMPARE_AXIS = "t from each run's start"
 
 
 def _swatch(rid: str, name: str, x: float, y: float) -> str:
@@ -280,9 +304,9 @@ def render_svg(layout: TimelineLayout, rid: str = "woml-tl") -> str:
     parts = [
         f'<svg xmlns="http://www.w3.org/2000/svg" class="woml-svg" width="{width:.0f}"'
         f' height="{height:.0f}" viewBox="0 0 {width:.0f} {height:.0f}" role="group"'
-        f' aria-label="timeline of run {esc(layout.run_id)}" data-axis="{esc(knots)}"'
+        f' aria-label="{esc(layout.title)}" data-axis="{esc(knots)}"'
         f' font-family="system-ui, sans-serif" font-size="{FONT_SIZE}">',
-        f"<title>timeline of run {esc(layout.run_id)}</title>",
+        f"<title>{esc(layout.title)}</title>",
         _defs(rid),
     ]
     axis = ['<g class="woml-axis">']
@@ -297,6 +321,12 @@ def render_svg(layout: TimelineLayout, rid: str = "woml-tl") -> str:
         )
     axis.append("</g>")
     parts += axis
+    if layout.bands:
+        parts.append(
+            f'<text class="woml-axis-note woml-muted" x="6" y="{MARK_BASELINE}"'
+            f' font-size="{FONT_SIZE}" fill="{TEXT_MUTED}">{esc(COMPARE_AXIS)}</text>'
+        )
+        parts += [_band_svg(band, width) for band in layout.bands]
     for b in layout.breaks:
         mid = (b.x0 + b.x1) / 2
         # Two zig-zags across each lane's bar row and under the label on the axis; label

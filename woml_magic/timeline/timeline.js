@@ -878,7 +878,13 @@ const womlTimeline = (() => {
       const zoomed = this.transformed();
       const clip = this.svg.querySelector(":scope > g.woml-zoom-clip > clipPath > rect");
       const width = num(this.svg, "width", this.xEnd + 60);
-      if (clip !== null) clip.setAttribute("width", String(Math.max(0, width - this.xStart + 3)));
+      if (clip !== null) {
+        // Only what the zoom moves needs keeping off the step column: unzoomed, the clip
+        // would cut the axis's own first tick label, centred on t = 0.
+        const left = zoomed ? this.xStart - 3 : 0;
+        clip.setAttribute("x", String(left));
+        clip.setAttribute("width", String(Math.max(0, width - left)));
+      }
       this.root.setAttribute("data-track", `${this.xStart} ${this.trackEnd()}`);
       inner.setAttribute("transform", zoomed ? `matrix(${k} 0 0 1 ${tx} 0)` : "");
       for (const el of inner.querySelectorAll("rect, line, polyline, path")) {
