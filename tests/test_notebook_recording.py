@@ -42,29 +42,40 @@ SHIPPED = NOTEBOOKS_DIR / "cassettes" / "06-prototyping-an-integration"
 #: Installed in the kernel before the notebook's first cell (IPython runs
 #: profile_default/startup/*.py at start-up, after the kernel's zmq sockets are bound).
 NETWORK_BLOCK = """
-import socket, sys, traceback, types
+def _install():
+    # In a function: nothing lands in the notebook's namespace, and the hook holds its
+    # own references (IPython clears the user namespace at exit: a hook that read it
+    # would fail open).
+    import socket, sys, traceback, types
 
-block = types.ModuleType("network_block")
-block.attempts = []
-#: Every socket operation that can reach a network; a socket of AF_UNIX (asyncio's
-#: self-pipe is a socketpair) is made without one.
-block.EVENTS = frozenset({
-    "socket.__new__", "socket.connect", "socket.bind", "socket.getaddrinfo",
-    "socket.gethostbyname", "socket.gethostbyaddr", "socket.getnameinfo", "socket.sendto",
-    "socket.sendmsg",
-})
+    block = types.ModuleType("network_block")
+    block.attempts = []
+    # Every socket operation that can reach a network; a socket of AF_UNIX (asyncio's
+    # self-pipe is a socketpair) is made without one.
+    block.EVENTS = frozenset({
+        "socket.__new__", "socket.connect", "socket.bind", "socket.getaddrinfo",
+        "socket.gethostbyname", "socket.gethostbyaddr", "socket.getnameinfo",
+        "socket.sendto", "socket.sendmsg",
+    })
+    local = getattr(socket, "AF_UNIX", None)
 
-def _refuse(event, args):
-    if event not in block.EVENTS:
-        return
-    if event == "socket.__new__" and args[1] == getattr(socket, "AF_UNIX", None):
-        return
-    block.attempts.append(f"{event} {args[1:]!r}"[:200] + " at "
-                          + traceback.format_stack(limit=4)[0].strip().splitlines()[0])
-    raise OSError(f"network blocked by the test: {event}")
+    def refuse(event, args):
+        if event not in block.EVENTS:
+            return
+        if event == "socket.__new__" and args[1] == local:
+            return
+        caller = [f for f in traceback.extract_stack()[:-1]
+                  if not f.filename.endswith("socket.py")][-1]
+        block.attempts.append(f"{event} {args[1:]!r}"[:200]
+                              + f" at {caller.filename}:{caller.lineno}")
+        raise OSError(f"network blocked by the test: {event}")
 
-sys.modules["network_block"] = block
-sys.addaudithook(_refuse)
+    sys.modules["network_block"] = block
+    sys.addaudithook(refuse)
+
+
+_install()
+del _install
 """
 
 #: Appended to the notebook: what the hook saw while the notebook ran, then the control:
@@ -98,18 +109,11 @@ def shape(folder: Path) -> dict[str, list[tuple[object, ...]]]:
     """Each recorded run's exchanges as the lesson depends on them: the call, the
     request, the status and whether the provider replayed it (no ids, times or keys)."""
     recording = ProviderRecording(folder)
-    out: dict[str, list[tuple[object, ...]]] = {}
     for name in recording.names:
-        recording.reset()
         recording.tape(name)
-        names = [
-            json.loads(row).get("name")
-            for row in (folder / f"{name}.jsonl").read_text(encoding="utf-8").splitlines()[1:]
-        ]
-        out[name] = [
-            (n, r.method, r.path, r.status, r.replayed)
-            for n, r in zip(names, recording.requests, strict=True)
-        ]
+    out: dict[str, list[tuple[object, ...]]] = {name: [] for name in recording.names}
+    for r in recording.requests:
+        out[r.tape].append((r.name, r.method, r.path, r.status, r.replayed))
     return out
 
 

@@ -111,6 +111,7 @@ def test_the_requests_are_the_providers_with_their_answers_and_no_key(
     assert [r.replayed for r in recording.requests] == [False, False, True, False]
     assert {r.headers["Authorization"] for r in recording.requests} == {"•••"}
     assert [r.tape for r in recording.requests] == ["unkeyed"] * 2 + ["again"] * 2
+    assert [r.name for r in recording.requests] == ["create-customer", "create-charge"] * 2
     assert KEY not in repr(recording.requests)
 
 

@@ -48,9 +48,11 @@ class RecordedRequest:
     """One request a recorded provider received: ``path`` without the base URL,
     ``headers`` as the cassette keeps them (redacted ones ``•••``), ``status`` the answer
     recorded (``None`` when none arrived), ``replayed`` whether the answer said
-    ``Idempotent-Replayed: true``, ``tape`` the run it belongs to."""
+    ``Idempotent-Replayed: true``, ``tape`` the run it belongs to and ``name`` the
+    call's name in that run's script (``None``: unnamed)."""
 
     tape: str
+    name: str | None
     method: str
     path: str
     headers: dict[str, str]
@@ -151,6 +153,7 @@ def _request(name: str, line: dict[str, Any]) -> RecordedRequest:
     parts = urlsplit(request["url"])
     return RecordedRequest(
         tape=name,
+        name=line.get("name"),
         method=request["method"].upper(),
         path=parts.path + (f"?{parts.query}" if parts.query else ""),
         headers={str(k): str(v) for k, v in request.get("headers") or []},
