@@ -20,7 +20,7 @@
 # ledger. A fourth, **record and replay** (spec §10.4), lets the notebook run with no
 # provider and no network at all.
 #
-# **One switch, `MODE`**, in the first cell (or the environment variable
+# **One switch, `MODE`**, in the cell below (or the environment variable
 # `WOML_06_MODE`):
 #
 # | `MODE` | what runs |
@@ -29,14 +29,17 @@
 # | `"offline"` | no provider is started and no socket is opened: every call is answered from the recording shipped beside this notebook, `cassettes/06-prototyping-an-integration/`, and what the provider saw comes from that recording |
 # | `"record"` | live, and the shipped recording is made afresh from this run |
 
-# %%
+# %% tags=["parameters"]
 import os
+
+MODE = os.environ.get("WOML_06_MODE", "live")   # "live", "offline" or "record"
+
+# %%
 import secrets
 import shutil
 import tempfile
 from pathlib import Path
 
-MODE = os.environ.get("WOML_06_MODE", "live")   # "live", "offline" or "record"
 if MODE not in ("live", "offline", "record"):
     raise ValueError(f"MODE (WOML_06_MODE) is {MODE!r}; use 'live', 'offline' or 'record'")
 
