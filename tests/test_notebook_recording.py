@@ -210,3 +210,31 @@ def test_notebook_06_records_what_it_ships_and_the_recording_holds_no_secret(
     for path in sorted(fresh.glob("*.jsonl")):
         assert_nowhere(path.read_bytes(), str(path), values=[PROVIDER_TEST_KEY], forms=echo_forms)
     assert reference("PROVIDER_TEST_KEY").encode() in (fresh / "typo.jsonl").read_bytes()
+
+
+@pytest.mark.kernel
+@pytest.mark.parametrize(
+    ("mode", "error"),
+    [
+        (
+            "offlne",
+            "ValueError: MODE (WOML_06_MODE) is 'offlne'; use 'live', 'offline' or 'record'",
+        ),
+        # offline without the cassettes folder beside the notebook: where it looked
+        (
+            "offline",
+            "CassetteError: cassettes/06-prototyping-an-integration: no such folder "
+            "of cassettes (looked in ",
+        ),
+    ],
+)
+def test_notebook_06_refuses_a_bad_mode_or_a_missing_recording_saying_what_is_allowed(
+    tmp_path: Path, mode: str, error: str
+) -> None:
+    nb = nbformat.read(NOTEBOOK, as_version=4)
+    first = [i for i, c in enumerate(nb.cells) if c.cell_type == "code"][1]
+    nb.cells = nb.cells[: first + 1]  # the switch and the set-up cell
+    nb = execute(NOTEBOOK, tmp_path, nb=nb, env={"WOML_06_MODE": mode})
+    found = problems(nb)
+    assert len(found) == 1
+    assert f"cell {first}: {error}" in found[0]

@@ -70,7 +70,9 @@ class ProviderRecording:
         self.folder = Path(folder)
         if not self.folder.is_dir():
             raise CassetteError(
-                f"{self.folder}: no such folder of cassettes (one NAME{SUFFIX} a recorded run)"
+                f"{self.folder}: no such folder of cassettes (looked in "
+                f"{self.folder.resolve()}); a recording is a folder of NAME{SUFFIX} "
+                "cassettes, one a recorded run: put it there, or pass its path"
             )
         self._tapes = {
             p.stem: Cassette.replay(p).lines for p in sorted(self.folder.glob(f"*{SUFFIX}"))
