@@ -211,6 +211,28 @@ def test_notebook_06_records_what_it_ships_and_the_recording_holds_no_secret(
         assert_nowhere(path.read_bytes(), str(path), values=[PROVIDER_TEST_KEY], forms=echo_forms)
     assert reference("PROVIDER_TEST_KEY").encode() in (fresh / "typo.jsonl").read_bytes()
 
+    # The whole notebook offline from that recording: every key lineage and ledger as
+    # the live run showed it, but for the run ids and the keys derived from them.
+    offline = execute(NOTEBOOK, tmp_path, env={"WOML_06_MODE": "offline"})
+    assert problems(offline) == []
+    live, replayed = lineages(nb), lineages(offline)
+    assert len(live) == 2
+    assert replayed == live
+
+
+def lineages(nb: nbformat.NotebookNode) -> dict[str, str]:
+    """The ``lineage_table(...)`` cells' text, run ids and keys left out (spec §3.5: a
+    key is derived from its run's id, and each run has its own)."""
+    anonymous = re.compile(
+        r"run-[0-9a-f]{12}|[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-"
+        r"[0-9a-f]{12}"
+    )
+    return {
+        line: anonymous.sub("…", text)
+        for line, text in shown_text(nb).items()
+        if line.startswith("lineage_table(")
+    }
+
 
 @pytest.mark.kernel
 @pytest.mark.parametrize(
