@@ -17,13 +17,31 @@
 # `Bearer` test key, `Idempotency-Key` with `Idempotent-Replayed: true`. Three tools
 # of spec §10 make the prototype honest: **secrets** the script never sees,
 # **injected faults** on any API, and the **key lineage** beside the provider's
-# ledger.
+# ledger. A fourth, **record and replay** (spec §10.4), lets the notebook run with no
+# provider and no network at all.
+#
+# **One switch, `MODE`**, in the cell below (or the environment variable
+# `WOML_06_MODE`):
+#
+# | `MODE` | what runs |
+# |---|---|
+# | `"live"` (the default) | the provider runs in this notebook; each run's calls are recorded in a temporary folder |
+# | `"offline"` | no provider is started and no socket is opened: every call is answered from the recording shipped beside this notebook, `cassettes/06-prototyping-an-integration/`, and what the provider saw comes from that recording |
+# | `"record"` | live, and the shipped recording is made afresh from this run |
+
+# %% tags=["parameters"]
+import os
+
+MODE = os.environ.get("WOML_06_MODE", "live")   # "live", "offline" or "record"
 
 # %%
-import os
 import secrets
+import shutil
 import tempfile
 from pathlib import Path
+
+if MODE not in ("live", "offline", "record"):
+    raise ValueError(f"MODE (WOML_06_MODE) is {MODE!r}; use 'live', 'offline' or 'record'")
 
 # The test key comes from the environment (CI sets PROVIDER_TEST_KEY); when it is not
 # set we invent one. With a real provider you would run `%woml secret PROVIDER_TEST_KEY`
@@ -40,10 +58,27 @@ workdir = tempfile.TemporaryDirectory()
 journal = str(Path(workdir.name) / "journal.sqlite3")   # a real journal, to search later
 %config Woml.journal = journal
 
-from woml_magic.demo import PaymentProvider
+from woml_magic.demo import PaymentProvider, ProviderRecording
 from woml_magic.timeline import lineage_table
 
-provider = PaymentProvider(secret_key=os.environ["PROVIDER_TEST_KEY"]).start()
+SHIPPED = Path("cassettes/06-prototyping-an-integration")   # beside this notebook
+if MODE == "record":   # made afresh: one cassette a run, NAME.jsonl
+    shutil.rmtree(SHIPPED, ignore_errors=True)
+    SHIPPED.mkdir(parents=True)
+if MODE == "offline":
+    provider = ProviderRecording(SHIPPED)   # files only: nothing listens, nothing is sent
+else:
+    provider = PaymentProvider(secret_key=os.environ["PROVIDER_TEST_KEY"]).start()
+tapes = Path(workdir.name) if MODE == "live" else SHIPPED
+
+
+def tape(name):
+    """The cassette flag of the cell that runs `name` (spec §10.4)."""
+    if MODE == "offline":
+        return f"--replay {provider.tape(name)}"
+    return f"--record {tapes / name}.jsonl --record-mode overwrite"
+
+
 shop = {"url": provider.url, "email": "ada@example.com", "order": 7}   # --payload shop
 print(provider)
 
@@ -63,9 +98,14 @@ print(provider)
 # `--fault "create-charge@1=drop-response"` sends attempt 1's charge, lets the
 # provider charge, and throws the answer away: a lost response, on demand, on any API
 # (spec §10.2).
+#
+# `{tape("keyed")}` at the end of the line is IPython putting in the value of
+# `tape("keyed")`: live, `--record …/keyed.jsonl` (the run's calls are written to a
+# cassette as they end); offline, `--replay cassettes/…/keyed.jsonl` (they are answered
+# from the shipped one). The cell is the same either way.
 
 # %%
-%%woml --simulate --payload shop --out keyed --fault "create-charge@1=drop-response"
+%%woml --simulate --payload shop --out keyed --fault "create-charge@1=drop-response" {tape("keyed")}
 <step id="checkout" retry="3" retry-delay="200ms">
   <script>
     const auth = { Authorization: "Bearer " + services.secret("PROVIDER_TEST_KEY") };
@@ -87,7 +127,9 @@ print(provider)
 # %% [markdown]
 # Attempt 1 met an `AmbiguousError`; the charge carried a key, so WOML retried
 # (spec §4.2). The key lineage says what the provider did with each request that
-# carried the step's key, and its ledger says what really happened:
+# carried the step's key, and its ledger says what really happened. (Offline,
+# `provider` is the recording: its ledger is the charges the provider answered that it
+# created while the recording was made, lost answers included.)
 
 # %%
 lineage_table(keyed, records=provider.records("charges"))
@@ -98,6 +140,30 @@ lineage_table(keyed, records=provider.records("charges"))
 # charge. (Attempt 2 did not send the customer again: its answer was in the journal,
 # so the named call was reattached, spec §4.3.)
 #
+# ## The same lineage, live and from a recording
+#
+# Live, the cell above recorded its calls. Replay them: the same workflow, the same
+# run id (so the same key, spec §3.5) and the same fault, with no provider behind it.
+# The replay matches each request by method, URL, body and key, and keeps the
+# provider's key contract (spec §10.4); the lineage must come out the same, line for
+# line.
+
+# %%
+import woml_magic as wm
+
+if MODE == "offline":
+    print("offline, `keyed` above is already the replay of the shipped recording; the live "
+          "half needs the provider: set MODE = \"live\" to see both")
+    display(lineage_table(keyed))
+else:
+    replayed = wm.run(keyed.workflow, shop, clock="simulated", run_id=keyed.id,
+                      replay=tapes / "keyed.jsonl", faults=["create-charge@1=drop-response"],
+                      secrets={"PROVIDER_TEST_KEY": os.environ["PROVIDER_TEST_KEY"]})
+    display(lineage_table(keyed), lineage_table(replayed))
+    print("the same lineage, live and replayed:",
+          str(lineage_table(keyed)) == str(lineage_table(replayed)))
+
+# %% [markdown]
 # ## The same checkout without the charge's key
 #
 # A fresh ledger, then the same cell with the charge's `idempotency` line left out.
@@ -109,7 +175,7 @@ lineage_table(keyed, records=provider.records("charges"))
 provider.reset()
 
 # %%
-%%woml --simulate --payload shop --out unkeyed --fault "create-charge@1=drop-response" --no-lint
+%%woml --simulate --payload shop --out unkeyed --fault "create-charge@1=drop-response" --no-lint {tape("unkeyed")}
 <step id="checkout" retry="3" retry-delay="200ms">
   <script>
     const auth = { Authorization: "Bearer " + services.secret("PROVIDER_TEST_KEY") };
@@ -140,7 +206,7 @@ print("charges recorded:", len(provider.records("charges")))
 # `--fault`):
 
 # %%
-%%woml --simulate --payload shop --out again --no-lint
+%%woml --simulate --payload shop --out again --no-lint {tape("again")}
 <step id="checkout" retry="3" retry-delay="200ms">
   <script>
     const auth = { Authorization: "Bearer " + services.secret("PROVIDER_TEST_KEY") };
@@ -174,7 +240,7 @@ lineage_table(again, records=provider.records("charges"))
 # provider said — as the script saw it:
 
 # %%
-%%woml --simulate --payload shop --out typo
+%%woml --simulate --payload shop --out typo {tape("typo")}
 <step id="list">
   <script>
     try {
@@ -199,19 +265,30 @@ print("the provider said:", typo.steps["list"].result)
 %woml runs
 
 # %% [markdown]
-# Search it, and every `Run`, for the key. Then ask the provider — the one party
-# that should have it — what it received:
+# Search it, the cassettes, and every `Run`, for the key. Then ask the provider — the
+# one party that should have it — what it received. (Offline there is no provider to
+# ask: the recording says what it received, and it keeps every `Authorization` header
+# as `•••`, so which key came is known only to the provider that was recorded. What it
+# *answered* is in the recording: 401 to a wrong key.)
 
 # %%
 key = os.environ["PROVIDER_TEST_KEY"]
 runs = [keyed, unkeyed, again, typo]
 print("the key in any Run:", any(key in repr(r.steps) + repr(r.events) for r in runs))
-print("the key in the journal's files:",
-      any(key.encode() in f.read_bytes() for f in Path(workdir.name).rglob("*") if f.is_file()))
-sent = [r.headers.get("Authorization") for r in provider.requests]
-print("requests the provider received since the reset:", len(sent))
-print("  with the key:", sent.count("Bearer " + key))
-print("  with the key and a stray x:", sent.count("Bearer " + key + "x"))
+files = [f for f in [*Path(workdir.name).rglob("*"), *tapes.glob("*.jsonl")] if f.is_file()]
+print("the key in the journal's and the cassettes' files:",
+      any(key.encode() in f.read_bytes() for f in files))
+print("requests the provider received since the reset:", len(provider.requests))
+if MODE == "offline":
+    answered = [r.status for r in provider.requests]
+    print("  with Authorization kept as •••:",
+          sum(r.headers.get("Authorization") == "•••" for r in provider.requests))
+    print("  answered 200 (the key was right):", answered.count(200))
+    print("  answered 401 (the key was wrong):", answered.count(401))
+else:
+    sent = [r.headers.get("Authorization") for r in provider.requests]
+    print("  with the key:", sent.count("Bearer " + key))
+    print("  with the key and a stray x:", sent.count("Bearer " + key + "x"))
 
 # %%
 provider.stop()
@@ -224,6 +301,7 @@ provider.stop()
 # | `services.secret("NAME")`, `%woml secret NAME`, `Woml.secrets` | the key is sent, never seen: not by the script, the `Run`, the journal or the notebook, even when a server echoes it |
 # | `--fault "CALL@ATTEMPT=KIND"` | the failures a real network has, on any API, when you want them |
 # | `lineage_table(run, records=...)` | every request that carried the key, the server's verdict, and its ledger |
+# | `--record FILE`, `--replay FILE`, `ProviderRecording(folder)` | a prototype's calls recorded once and replayed offline, the same lineage, no network and no secret in the files |
 #
 # When the real test mode comes, the URL and the key change; what the prototype
 # showed about keys, lost responses and secrets does not.

@@ -61,7 +61,8 @@ ALLOWED: dict[str, set[str]] = {
     # The editor's pure side (spec §6.4): the parser and linter, and the names of the
     # services and of a request's keys from where they are declared.
     "editing": {"vocabulary", "document", "services.registry", "services.http_request"},
-    "demo": {"vocabulary", "document", "api", "timeline"},
+    # A recorded provider reads its cassettes with the one reader (spec §10.4).
+    "demo": {"vocabulary", "document", "api", "timeline", "services.cassette"},
     # The magic is a thin adapter: the public API, the parser, errors, its display.
     # (Its settings validate limits and durations with the vocabulary's own checks.)
     "magic": {"api", "parse", "errors", "lint", "timeline", "vocabulary", "lab", "editing"},

@@ -122,7 +122,9 @@ FACTS: dict[str, list[str]] = {
         "the provider said: 401: Invalid API Key provided: "
         "\u27e6woml-secret:PROVIDER_TEST_KEY\u27e7x",
         "the key in any Run: False",
-        "the key in the journal's files: False",
+        "the key in the journal's and the cassettes' files: False",
+        # spec §10.4: the keyed run replayed from its recording has its lineage, line for line
+        "the same lineage, live and replayed: True",
         # ...and the provider did receive it: 4 requests with the key, 1 with the typo
         "requests the provider received since the reset: 5",
         "  with the key: 4",
@@ -176,8 +178,11 @@ def kernel_env(tmp_path: Path) -> dict[str, str]:
     return env
 
 
-def execute(path: Path, cwd: Path) -> nbformat.NotebookNode:
-    nb = nbformat.read(path, as_version=4)
+def execute(path: Path, cwd: Path, nb: nbformat.NotebookNode | None = None,
+            env: dict[str, str] | None = None) -> nbformat.NotebookNode:
+    """Execute the notebook at ``path`` (or ``nb``, its cells changed) in ``cwd``, its
+    kernel's environment ``kernel_env`` with the notebook's own and ``env`` added."""
+    nb = nbformat.read(path, as_version=4) if nb is None else nb
     client = NotebookClient(
         nb,
         timeout=90,
@@ -185,7 +190,8 @@ def execute(path: Path, cwd: Path) -> nbformat.NotebookNode:
         allow_errors=True,  # collect every error, then report them all below
         resources={"metadata": {"path": str(cwd)}},
     )
-    client.execute(cwd=str(cwd), env={**kernel_env(cwd), **NOTEBOOK_ENV.get(path.name, {})})
+    client.execute(cwd=str(cwd), env={**kernel_env(cwd), **NOTEBOOK_ENV.get(path.name, {}),
+                                      **(env or {})})
     return nb
 
 
@@ -323,7 +329,8 @@ def test_notebook_06_replays_the_keyed_charge_duplicates_the_unkeyed_one_and_kee
     assert "1 request carried no key" in again
     assert again.endswith("ledger: 2 charges recorded: a duplicate")
     assert "injected: drop-response" in shown[
-        '%%woml --simulate --payload shop --out keyed --fault "create-charge@1=drop-response"']
+        '%%woml --simulate --payload shop --out keyed --fault "create-charge@1=drop-response" '
+        '{tape("keyed")}']
     assert f"Invalid API Key provided: {reference('PROVIDER_TEST_KEY')}x" in "\n".join(
         stdout_lines(nb))
     assert PROVIDER_TEST_KEY not in nbformat.writes(nb)

@@ -13,7 +13,9 @@ body is 422, a repeat while the first is in flight is 409. Faults (``fail_next``
 ``drop_response_next``, ``delay_next``) stage the failures a retry policy must
 survive. ``app.py`` decides every response without a socket (``DemoApp``);
 ``server.py`` is the HTTP layer, and says why it is ``http.server``'s threaded server.
-``python -m woml_magic.demo`` serves it from the command line. Docs: docs/demo-api.md.
+``ProviderRecording`` is a provider as cassettes recorded it, for a notebook that runs
+offline (spec §10.4). ``python -m woml_magic.demo`` serves it from the command line.
+Docs: docs/demo-api.md.
 """
 
 from __future__ import annotations
@@ -22,5 +24,7 @@ from ..errors import DemoAPIError
 from .api import DemoAPI
 from .exchange import DemoRequest
 from .provider import PaymentProvider
+from .recording import ProviderRecording, RecordedRequest
 
-__all__ = ["DemoAPI", "DemoAPIError", "DemoRequest", "PaymentProvider"]
+__all__ = ["DemoAPI", "DemoAPIError", "DemoRequest", "PaymentProvider", "ProviderRecording",
+           "RecordedRequest"]
