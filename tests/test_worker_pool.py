@@ -46,6 +46,42 @@ def test_warm_up_keeps_one_started_worker_for_the_next_attempt() -> None:
     assert pool.warm_up() is None  # a closed pool starts nothing
 
 
+def test_an_attempt_during_the_warm_up_waits_for_its_worker_instead_of_starting_a_second(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The first cell straight after ``%load_ext`` (issue 21 item 6): the warm-up is still
+    starting its worker, so the attempt takes that one when it is up; one process, not
+    two starting side by side."""
+    from woml_magic.runtime.transport import ChildProcess
+
+    started: list[float] = []
+
+    def slow_start() -> ChildProcess:
+        started.append(time.monotonic())
+        time.sleep(0.3)  # a start on a busy machine
+        return ChildProcess()
+
+    monkeypatch.setattr(
+        pool_module, "ScriptWorker", functools.partial(ScriptWorker, start_process=slow_start)
+    )
+    pool = WorkerPool()
+    thread = pool.warm_up()
+    assert thread is not None
+
+    async def attempt() -> int | None:
+        async with pool.worker() as worker:
+            return worker.pid
+
+    try:
+        pid = asyncio.run(attempt())  # at once: the warm-up is still starting
+        thread.join(60)
+        assert pid is not None, "the attempt got a new, unstarted worker"
+        assert len(started) == 1, "a second worker was started beside the warm-up's"
+        assert [w.pid for w in pool.idle] == [pid]  # given back, warm for the next
+    finally:
+        pool.kill_all()
+
+
 def test_a_worker_that_cannot_start_is_reported_by_the_first_attempt_not_the_warm_up(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

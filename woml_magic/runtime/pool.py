@@ -24,6 +24,9 @@ class WorkerPool:
 
     #: How many scripts known to compile the pool remembers.
     COMPILED_CACHE = 1024
+    #: The longest an attempt waits for a warm-up already starting a worker before it
+    #: starts its own (a start takes ~0.1 s here; a stuck one must not hold a cell up).
+    WARM_UP_WAIT_S = 2.0
 
     def __init__(self, keep: int = 2) -> None:
         self._keep = keep
@@ -35,6 +38,8 @@ class WorkerPool:
         self._lock = threading.Lock()
         self._closed = False
         self._warming = False
+        # Set when the warm-up under way has ended, well or not.
+        self._warmed = threading.Event()
 
     def compiled(self, script: str) -> bool:
         """Whether ``script`` already compiled in this process."""
@@ -56,6 +61,7 @@ class WorkerPool:
             if self._idle or self._warming or self._closed:
                 return None
             self._warming = True
+            self._warmed.clear()
 
         def start() -> None:
             started = ScriptWorker()
@@ -66,10 +72,11 @@ class WorkerPool:
                 worker = None
             with self._lock:
                 self._warming = False
-                if worker is not None and not self._closed and len(self._idle) < self._keep:
+                kept = not self._closed and len(self._idle) < self._keep
+                if worker is not None and kept:
                     self._idle.append(worker)
-                    return
-            if worker is not None:
+            self._warmed.set()
+            if worker is not None and not kept:
                 worker.kill()
 
         thread = threading.Thread(target=start, name="woml-worker-warm-up", daemon=True)
@@ -78,11 +85,22 @@ class WorkerPool:
 
     @contextlib.asynccontextmanager
     async def worker(self) -> AsyncIterator[ScriptWorker]:
+        await self._join_warm_up()
         worker = self.borrow()
         try:
             yield worker
         finally:
             await self.give_back(worker)
+
+    async def _join_warm_up(self) -> None:
+        """When no worker is idle but a warm-up is starting one (the first cell right
+        after ``%load_ext``), wait for it, up to ``WARM_UP_WAIT_S``, instead of starting a
+        second worker beside it: the first cell then pays only what is left of one start
+        (issue 21 item 6), and two starts do not share the cores."""
+        with self._lock:
+            waiting = self._warming and not self._idle
+        if waiting:
+            await asyncio.to_thread(self._warmed.wait, self.WARM_UP_WAIT_S)
 
     def borrow(self) -> ScriptWorker:
         """An idle worker, or a new one (started by its first attempt); ``give_back`` it.
