@@ -137,7 +137,10 @@ def scoped_style(r: str = ".woml-timeline") -> str:
         f"{r} .woml-seg.woml-selected .woml-bar{{stroke:{var('focus')};stroke-width:4px}}",
         f"{r} .woml-seg.woml-selected .woml-label{{font-weight:bold;text-decoration:underline}}",
         f"{r} .woml-steps{{margin-top:6px}}",
-        f"{r} .woml-step{{margin:6px 0;padding-top:4px;border-top:1px solid {var('grid')}}}",
+        # A step of the listing off screen is not laid out until scrolled to: a saved
+        # 1,000-step run draws ~20 % sooner (issue 21 item 6, bench/browser.py).
+        f"{r} .woml-step{{margin:6px 0;padding-top:4px;border-top:1px solid {var('grid')};"
+        "content-visibility:auto;contain-intrinsic-size:auto 40px}",
         f"{r} details.woml-attempt-details{{margin:2px 0 2px 12px}}",
         f"{r} table.woml-calls,{r} table.woml-lineage-table"
         "{border-collapse:collapse;font-size:12px}",
