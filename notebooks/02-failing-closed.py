@@ -166,7 +166,8 @@ handle = wm.start('''
 <step id="long" retry="3" timeout="2h">
   <script>await services.sleep("1h"); return "done";</script>
 </step>''')
-await asyncio.sleep(0.5)
+await asyncio.to_thread(handle.wait_started, 30)  # the run is under way
+await asyncio.sleep(0.5)                          # and its attempt is sleeping
 handle.cancel()
 cancelled = await handle
 print("outcome:", cancelled.steps["long"].attempts[-1].outcome)
