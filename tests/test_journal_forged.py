@@ -256,7 +256,7 @@ def test_a_run_finished_that_its_steps_contradict_is_refused(
     rows = json.loads(json.dumps(real_rows))
     rows[-1]["status"] = "failed"
     message = refused(write(tmp_path / "j.sqlite3", rows), 13, "run-finished")
-    assert "the run's steps do not make it failed" in message
+    assert "the run's steps do not make it 'failed'" in message
 
 
 def test_a_row_whose_data_names_another_run_is_refused(real_rows: Rows, tmp_path: Path) -> None:
@@ -450,3 +450,57 @@ def test_a_write_on_a_full_disk_says_the_disk_is_full(tmp_path: Path) -> None:
         "the disk is full for this process"
     ), message
     assert "corrupt" not in message
+
+
+# --- %woml runs: the summary columns are checked too (spec §5.2, §6.2) ----------------
+
+@pytest.mark.parametrize(
+    ("change", "wall", "why"),
+    [
+        ({(0, "workflow_id"): 5}, None, "names the workflow 5, not a document id"),
+        ({(0, "workflow_id"): "\x1b[2Jowned\n\nfake row"}, None,
+         "names the workflow '\\x1b[2Jowned\\n\\nfake row', not a document id"),
+        ({(-1, "status"): "\x1b[31mRED"}, None,
+         "run-finished row's status is '\\x1b[31mRED', not 'succeeded' or 'failed'"),
+        ({(-2, "status"): [1, 2]}, None, "ends with '[1,2]', not a status of a step"),
+        ({(-2, "step_id"): "a b"}, None, "names the step 'a b', not a step id"),
+        ({}, "yesterday", "it was written at unix time 'yesterday', which is not a time"),
+        ({}, math.inf, "it was written at unix time inf, which is not a time"),
+    ],
+)
+def test_runs_refuses_a_run_whose_summary_holds_what_no_run_writes(
+    real_rows: Rows, tmp_path: Path, change: dict[tuple[int, str], Any], wall: Any, why: str
+) -> None:
+    """`%woml runs` used to raise (TypeError, OverflowError) on such a row, or print a
+    forged workflow id's terminal escapes and line breaks as they were. Now the run is
+    listed as refused, with a sentence naming it; other runs are listed as before."""
+    from woml_magic.magic.display import RunTable
+
+    path = write(tmp_path / "j.sqlite3", _forged(real_rows, change),
+                 (lambda _: time.time()) if wall is None else (lambda _: wall))
+    good = wm.run(DOC, clock="simulated", journal=str(path), run_id="good")
+    with Journal(path) as jr:
+        summaries = {s.run_id: s for s in jr.runs()}
+    assert summaries["good"].status == good.status == "succeeded"
+    assert summaries["good"].problem is None
+    bad = summaries["r"]
+    assert bad.status == "refused"
+    assert bad.problem is not None
+    assert why in bad.problem, bad.problem
+    assert bad.problem.startswith(f"run 'r' in the journal {str(path)!r} is refused: ")
+    table = RunTable(str(path), list(summaries.values()))
+    text, html = repr(table), table._repr_html_()
+    assert bad.problem in text
+    assert "\x1b" not in text
+    assert "\x1b" not in html
+    assert "fake row\n" not in text
+    rows = text.splitlines()
+    assert [line.split()[:3] for line in rows[2:4]] == [["good", "forged", "succeeded"],
+                                                        ["r", "refused"]]
+
+
+def _forged(rows: Rows, change: dict[tuple[int, str], Any]) -> Rows:
+    rows = json.loads(json.dumps(rows))
+    for (index, key), value in change.items():
+        rows[index][key] = value
+    return rows

@@ -18,7 +18,8 @@ from ..clock import CLOCKS, ClockKind, as_clock
 from ..errors import WomlJournalError, WomlSyntaxError, quote
 from ..events import Event, RunStarted, StepFinished
 from ..model import STEP_STATUS_BY_KIND, Run, Workflow, step_status_after
-from ..outcomes import PENDING, RunStatus, StepStatus
+from ..outcomes import FAILED, PENDING, STEP_STATUSES, SUCCEEDED, RunStatus, StepStatus
+from ..scan import ID
 from . import validate
 from .storage import Storage
 
@@ -27,9 +28,13 @@ from .storage import Storage
 UNFINISHED: Final = "unfinished"
 #: ``RunSummary.status`` of a run whose ``run-finished`` names no status.
 _UNKNOWN: Final = "unknown"
+#: ``RunSummary.status`` of a run whose summary columns fail their checks (spec §5.2):
+#: ``RunSummary.problem`` says which and why, and nothing else of it is shown.
+REFUSED: Final = "refused"
 
-SummaryStatus = RunStatus | Literal["unfinished", "unknown"]
-"""A run's status in the journal: its ``run-finished`` status, or ``unfinished``."""
+SummaryStatus = RunStatus | Literal["unfinished", "unknown", "refused"]
+"""A run's status in the journal: its ``run-finished`` status, ``unfinished``, or
+``refused`` when its rows cannot be summarised as they stand."""
 
 _RUNS_SQL = """
 WITH agg AS (
@@ -77,7 +82,9 @@ class RunSummary:
     first and latest rows were written; ``last_at`` is the latest time on the run's
     clock (spec §5.1). ``steps`` maps each step that has started to its latest
     journaled status (``running`` / ``waiting`` while unfinished, else the
-    ``step-finished`` status).
+    ``step-finished`` status). ``problem`` is the sentence that refuses a run whose
+    rows hold values woml-magic never writes (spec §5.2: read back, checked before it
+    is trusted); such a summary has status ``refused`` and no other value from them.
     """
 
     run_id: str
@@ -91,6 +98,7 @@ class RunSummary:
     steps: dict[str, StepStatus] = field(default_factory=dict)
     last_wall: float = 0.0
     resumes: int = 0
+    problem: str | None = None
 
 
 def runs(storage: Storage, limit: int | None = None) -> list[RunSummary]:
@@ -105,25 +113,61 @@ def runs(storage: Storage, limit: int | None = None) -> list[RunSummary]:
         if step_id is not None:
             of_run = steps.setdefault(run_id, {})
             of_run[step_id] = step_status_after(of_run.get(step_id, PENDING), kind, status)
-    return [_summary(row, steps.get(row[0], {})) for row in rows]
+    return [_summary(storage.path, row, steps.get(row[0], {})) for row in rows]
 
 
-def _summary(row: tuple[Any, ...], steps: dict[str, StepStatus]) -> RunSummary:
-    """One ``_RUNS_SQL`` row as a ``RunSummary`` (columns in the query's order)."""
+def _summary(path: str, row: tuple[Any, ...], steps: dict[str, StepStatus]) -> RunSummary:
+    """One ``_RUNS_SQL`` row as a ``RunSummary`` (columns in the query's order), each
+    value checked (``_check_summary``); a run that fails is ``refused``, named."""
     run_id, n, last_at, last_wall, resumes, wf_id, clock, fp, started, life, status = row
-    return RunSummary(
-        run_id=run_id,
-        workflow_id=wf_id or "",
-        status=(status or _UNKNOWN) if life == "run-finished" else UNFINISHED,
-        clock=as_clock(clock) if clock in CLOCKS else None,
-        fingerprint=fp or "",
-        started_wall=started,
-        events=n,
-        last_at=last_at,
-        steps=steps,
-        last_wall=last_wall,
-        resumes=resumes,
-    )
+    try:
+        _check_summary(run_id, wf_id, fp, status if life == "run-finished" else None, steps)
+        summary = RunSummary(
+            run_id=run_id,
+            workflow_id=wf_id or "",
+            status=(status or _UNKNOWN) if life == "run-finished" else UNFINISHED,
+            clock=as_clock(clock) if clock in CLOCKS else None,
+            fingerprint=fp or "",
+            started_wall=validate.check_wall(started),
+            events=n,
+            last_at=validate.check_time("latest time", last_at),
+            steps=steps,
+            last_wall=validate.check_wall(last_wall),
+            resumes=resumes,
+        )
+    except validate.BadRow as exc:
+        shown = run_id if isinstance(run_id, str) and run_id.isprintable() else quote(run_id)
+        return RunSummary(
+            run_id=shown, workflow_id="", status=REFUSED, clock=None, fingerprint="",
+            started_wall=0.0, events=n, last_at=0.0,
+            problem=f"run {quote(run_id)} in the journal {path!r} is refused: {exc}; it was "
+                    "not written by woml-magic as it stands, so it is not summarised",
+        )
+    return summary
+
+
+def _check_summary(run_id: Any, workflow_id: Any, fingerprint: Any, status: Any,
+                   steps: dict[str, StepStatus]) -> None:
+    """``BadRow`` unless the summary's text columns are values woml-magic writes: a
+    printable run id (``api``'s rule), a document id (spec §2.2), a text fingerprint, a
+    run status, and step ids with statuses of a step (spec §7). They are shown in a
+    table and a terminal, so nothing else of a forged row reaches either."""
+    if not isinstance(run_id, str) or not run_id.isprintable():
+        raise validate.BadRow(f"its run id is {quote(run_id)}, not printable text")
+    if workflow_id is not None and not (isinstance(workflow_id, str) and ID.fullmatch(workflow_id)):
+        raise validate.BadRow(f"its run-started row names the workflow {quote(workflow_id)}, "
+                              "not a document id")
+    if fingerprint is not None and not (isinstance(fingerprint, str) and fingerprint.isprintable()):
+        raise validate.BadRow(f"its run-started row's fingerprint is {quote(fingerprint)}")
+    if status is not None and status not in (SUCCEEDED, FAILED):
+        raise validate.BadRow(f"its run-finished row's status is {quote(status)}, not "
+                              f"{SUCCEEDED!r} or {FAILED!r}")
+    for step_id, step_status in steps.items():
+        if not (isinstance(step_id, str) and ID.fullmatch(step_id)):
+            raise validate.BadRow(f"a row names the step {quote(step_id)}, not a step id")
+        if step_status not in STEP_STATUSES:
+            raise validate.BadRow(f"step {step_id!r} ends with {quote(step_status)}, not a "
+                                  "status of a step")
 
 
 def has_run(storage: Storage, run_id: str) -> bool:

@@ -113,7 +113,7 @@ def check_time(name: str, value: Any) -> float:
 def check_wall(value: Any) -> float:
     """``value`` as the unix time a row was written, or ``BadRow``."""
     if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= MAX_WALL:
-        raise BadRow(f"it was written at unix time {str(value)[:24]}, which is not a time")
+        raise BadRow(f"it was written at unix time {quote(value, 24)}, which is not a time")
     return float(value)
 
 
@@ -294,7 +294,7 @@ def _check_run_finished(run: Run, event: RunFinished) -> None:
         raise BadRow(f"step {going[0]!r} has not finished")
     all_done = all(sr.status in DONE for sr in run.steps.values())
     if event.status not in (SUCCEEDED, FAILED) or (event.status == SUCCEEDED) != all_done:
-        raise BadRow(f"the run's steps do not make it {str(event.status)[:24]}")
+        raise BadRow(f"the run's steps do not make it {quote(event.status, 24)}")
 
 
 def _same_json(a: JSON, b: JSON) -> bool:

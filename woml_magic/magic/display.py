@@ -108,18 +108,24 @@ class RunTable:
         self.runs = runs
 
     def rows(self) -> list[tuple[str, ...]]:
-        """One row of strings per run, newest first (the journal's order)."""
+        """One row of strings per run, newest first (the journal's order); a run the
+        journal refuses (``RunSummary.problem``) shows its id and ``refused`` only."""
         return [
             (
                 r.run_id,
                 r.workflow_id,
                 r.status,
                 r.clock or "",
+                "" if r.problem else
                 time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(r.started_wall)),
                 ", ".join(f"{k}: {v}" for k, v in r.steps.items()),
             )
             for r in self.runs
         ]
+
+    def problems(self) -> list[str]:
+        """The sentences of the runs the journal refuses, in the table's order."""
+        return [r.problem for r in self.runs if r.problem]
 
     def __repr__(self) -> str:
         if not self.runs:
@@ -129,7 +135,8 @@ class RunTable:
         lines = [
             "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in rows
         ]
-        return "\n".join([f"{len(self.runs)} run(s) in the journal {self.path}", *lines])
+        return "\n".join([f"{len(self.runs)} run(s) in the journal {self.path}", *lines,
+                          *self.problems()])
 
     def _repr_html_(self) -> str:
         caption = f"{len(self.runs)} run(s) in the journal {escape(self.path)}"
@@ -137,7 +144,9 @@ class RunTable:
         body = "".join(
             "<tr>" + "".join(f"<td>{escape(v)}</td>" for v in row) + "</tr>" for row in self.rows()
         )
-        return f'<table class="woml-runs"><caption>{caption}</caption><tr>{head}</tr>{body}</table>'
+        notes = "".join(f"<p>{escape(problem)}</p>" for problem in self.problems())
+        return (f'<table class="woml-runs"><caption>{caption}</caption><tr>{head}</tr>{body}'
+                f"</table>{notes}")
 
 
 def show_lint(workflow: Workflow) -> None:
