@@ -9,7 +9,6 @@ explanation. The schedule around attempts is ``engine.schedule``'s.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
@@ -101,24 +100,18 @@ class AttemptRunner:
         try:
             async with self._pool.worker() as worker:
                 with activity.running():
-                    job = asyncio.ensure_future(
-                        worker.run_attempt(request, call, on_log, activity.stalled))
-                    timer = asyncio.ensure_future(self._clock.sleep(step.timeout.total_seconds()))
+                    # The script races its timeout on the run's clock: the alarm ends the
+                    # attempt in the worker, which kills its process (spec §4.5).
+                    deadline = self._clock.alarm(step.timeout.total_seconds())
                     try:
-                        done, _ = await asyncio.wait({job, timer},
-                                                     return_when=asyncio.FIRST_COMPLETED)
+                        result = await worker.run_attempt(request, call, on_log,
+                                                          activity.stalled, deadline=deadline)
                         ended = self._clock.now()
                     finally:
-                        timer.cancel()
-                        if not job.done():
-                            job.cancel()  # the worker kills its process (spec §4.5)
-                        with contextlib.suppress(asyncio.CancelledError):
-                            await job
-            if job in done and not job.cancelled():
-                result = job.result()
-                outcome = as_outcome(result.outcome)  # the worker checked it (§4.5)
-            else:
-                outcome = TIMEOUT
+                        deadline.cancel()
+            outcome = as_outcome(result.outcome)  # the worker checked it (§4.5)
+            if outcome == TIMEOUT:
+                result = None
         except asyncio.CancelledError:
             self._finish(step, number, stop_outcome(stop_reason()), None, scope, self._clock.now())
             raise

@@ -76,9 +76,14 @@ class LabPool(WorkerPool):
 
     async def warm(self) -> None:
         """Start every worker at once, before the clients need them."""
-        started = [ScriptWorker() for _ in range(self._workers - len(self._idle))]
+        started = [self.new_worker() for _ in range(self._workers - len(self._idle))]
         await asyncio.gather(*(worker.start() for worker in started))
         self._idle.extend(started)
+
+    def new_worker(self) -> ScriptWorker:
+        """A worker the lab's loop keeps listening to between attempts: only this loop
+        drives the lab's workers, and ``aclose`` stops them on it (``ScriptWorker``)."""
+        return ScriptWorker(keep_listening=True)
 
     def settle(self) -> bool:
         """Queue the clients that asked since the last step, in the seed's order, and
