@@ -83,8 +83,12 @@ class WorkerPool:
         thread.start()
         return thread
 
+    def worker(self) -> contextlib.AbstractAsyncContextManager[ScriptWorker]:
+        """A worker lent for one attempt: ``async with pool.worker() as worker``."""
+        return self._lend()
+
     @contextlib.asynccontextmanager
-    async def worker(self) -> AsyncIterator[ScriptWorker]:
+    async def _lend(self) -> AsyncIterator[ScriptWorker]:
         await self._join_warm_up()
         worker = self.borrow()
         try:

@@ -17,6 +17,7 @@ anything between attempts (``_fresh``).
 from __future__ import annotations
 
 import asyncio
+import functools
 import itertools
 import json
 import weakref
@@ -53,10 +54,13 @@ from .protocol import (
     LogMessage,
     NeedMessage,
     ReadyMessage,
-    RunCommand,
+    RunAttempt,
+    RunStep,
     StepCommand,
+    encode_line,
     line_limit,
 )
+from .protocol import run_line as protocol_run_line
 from .report import FAILURES, attempt_result, failure, protocol_fault, unexpected
 from .transport import EXITED, ChildProcess, Inbox, Received, died, kill_all
 from .wrapper import cell_position
@@ -171,7 +175,7 @@ class ScriptWorker:
     ) -> dict[str, Any]:
         """Send ``command`` (if any) and await the first message or event back; the
         process is killed if the wait ends any other way."""
-        inbox: Inbox = asyncio.Queue()
+        inbox = Inbox()
         process.attach(asyncio.get_running_loop(), inbox)
         try:
             if command is not None:
@@ -229,7 +233,7 @@ class ScriptWorker:
         ``timeout`` — the engine's race of script and timeout without a task for each.
         """
         self._enter()
-        inbox: Inbox = asyncio.Queue()
+        inbox = Inbox()
 
         def ring(_: object) -> None:
             inbox.put_nowait(Received({"type": TIMEOUT}))
@@ -284,7 +288,7 @@ class ScriptWorker:
         )
         process.attach(asyncio.get_running_loop(), inbox)
         try:
-            process.send(_run_command(request, attempt_id))
+            process.send_line(run_line(request, attempt_id))
             while True:
                 message, size = await inbox.get()
                 kind = message.get("type")
@@ -331,30 +335,38 @@ class ScriptWorker:
             await bridge.aclose()
 
 
-def _run_command(request: AttemptRequest, attempt_id: int) -> RunCommand:
+def run_line(request: AttemptRequest, attempt_id: int) -> bytes:
+    """The ``run`` command of one attempt, as the line sent to the child."""
     context = request.context
     payload = request.payload_text
     if payload is None:
         payload = encode(context.get("payload"))
     rest = {key: value for key, value in context.items() if key not in ("payload", "steps")}
-    return RunCommand(
+    return protocol_run_line(RunAttempt(
         op="run",
         id=attempt_id,
-        script=request.script,
         payload=payload,
         context=rest,
         stepCount=len(context.get("steps") or ()),
         attempt=request.attempt,
         nowMs=request.now_ms(),
-        memoryLimit=request.limits.memory_limit_bytes,
-        maxResultBytes=request.limits.max_result_bytes,
-        maxLogLines=request.limits.max_log_lines,
-        maxLogBytes=request.limits.max_log_bytes,
-        maxArgsBytes=request.limits.max_call_args_bytes,
-        maxDepth=request.limits.max_json_depth,
+    ), _step_fields(request.script, request.limits, request.secret_names))
+
+
+@functools.lru_cache(maxsize=256)
+def _step_fields(script: str, limits: Limits, secret_names: tuple[str, ...]) -> bytes:
+    """The fields of a ``run`` command every attempt of a step shares, encoded once."""
+    return encode_line(RunStep(
+        script=script,
+        memoryLimit=limits.memory_limit_bytes,
+        maxResultBytes=limits.max_result_bytes,
+        maxLogLines=limits.max_log_lines,
+        maxLogBytes=limits.max_log_bytes,
+        maxArgsBytes=limits.max_call_args_bytes,
+        maxDepth=limits.max_json_depth,
         services=list(SERVICES),
-        secrets=list(request.secret_names),
-    )
+        secrets=list(secret_names),
+    ))
 
 
 def step_reply(request: AttemptRequest, attempt_id: int, name: str) -> StepCommand:
