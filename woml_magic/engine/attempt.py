@@ -79,13 +79,17 @@ class AttemptRunner:
         key = run.steps[step.id].idempotency_key
         self._emit(AttemptStarted(run_id=run.id, at=self._clock.now(), step_id=step.id,
                                   number=number, idempotency_key=key))
-        scope = CallScope(run_id=run.id, step_id=step.id, attempt_number=number,
-                          step_calls=calls, emit=self._emit, now=self._clock.now,
-                          busy=self._clock.busy, sleep=self._clock.sleep,
-                          durable=self._durable, step_key=key)
+        # Made at the attempt's first services call: most attempts make none.
+        scope: CallScope | None = None
         activity = Activity(self._clock)
 
         async def call(name: str, args: list[Any]) -> Any:
+            nonlocal scope
+            if scope is None:
+                scope = CallScope(run_id=run.id, step_id=step.id, attempt_number=number,
+                                  step_calls=calls, emit=self._emit, now=self._clock.now,
+                                  busy=self._clock.busy, sleep=self._clock.sleep,
+                                  durable=self._durable, step_key=key)
             with activity.awaiting_service():
                 return await self._services.call(name, args, scope)
 
@@ -142,22 +146,28 @@ class AttemptRunner:
 
     def _finish(
         self, step: Step, number: int, outcome: Outcome, result: AttemptResult | None,
-        scope: CallScope, ended: float,
+        scope: CallScope | None, ended: float,
     ) -> Outcome:
+        """Record the attempt's end. ``scope`` is None when the script made no services
+        call: then no call of the attempt can be ambiguous or faulted."""
         error = attempt_error(step, number, outcome, result)
         original = outcome
-        if outcome != SUCCEEDED and not is_user_stop(outcome) and scope.unkeyed_ambiguity:
+        if outcome != SUCCEEDED and not is_user_stop(outcome) and scope is not None \
+                and scope.unkeyed_ambiguity:
             outcome = AMBIGUOUS  # spec §4.2: the guard outranks the attempt's own failure
         detail = result.error_message if result is not None else None
+        keyed = scope is not None and _keyed_ambiguity(self._run, step.id, number)
         explanation = explain(outcome, step, number, original=original, detail=detail,
                               error_name=None if error is None else error.name,
-                              keyed_ambiguity=_keyed_ambiguity(self._run, step.id, number))
+                              keyed_ambiguity=keyed)
+        if scope is not None:
+            explanation = with_injected(explanation, self._run, step.id, number)
         self._emit(AttemptFinished(
             run_id=self._run.id, at=ended, step_id=step.id, number=number,
             outcome=outcome,
             result=result.result if outcome == SUCCEEDED and result else None,
             error=error,
-            explanation=with_injected(explanation, self._run, step.id, number),
+            explanation=explanation,
         ))
         return outcome
 

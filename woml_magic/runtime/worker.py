@@ -270,14 +270,14 @@ class ScriptWorker:
             if not start.done():
                 start.cancel()
                 self.kill()
-        return start.result() if not start.cancelled() else None
+        return start.result() if start.done() else None  # not done: the deadline came
 
     async def _attempt(
         self, process: ChildProcess, request: AttemptRequest, services: ServiceCall,
         on_log: LogSink, on_stall: StallSink | None, inbox: Inbox,
     ) -> AttemptResult:
         attempt_id = next(self._ids)
-        bridge = ServiceBridge(process, attempt_id, services, request, inbox)
+        bridge: ServiceBridge | None = None  # made at the first call: most attempts make none
         log_lines = log_bytes = 0
         # The child adds at most two lines of its own (truncation, a stalled script).
         limits = request.limits
@@ -312,6 +312,8 @@ class ScriptWorker:
                     on_log(log["level"], log["text"])
                 elif kind == CALL:
                     # The line's size counts against the budget of calls in flight.
+                    if bridge is None:
+                        bridge = ServiceBridge(process, attempt_id, services, request, inbox)
                     problem = bridge.call(cast(CallMessage, message), size)
                     if problem is not None:
                         self.kill()
@@ -332,7 +334,8 @@ class ScriptWorker:
             raise
         finally:
             process.detach(keep=self._keep_listening)
-            await bridge.aclose()
+            if bridge is not None:
+                await bridge.aclose()
 
 
 def run_line(request: AttemptRequest, attempt_id: int) -> bytes:
