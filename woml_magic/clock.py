@@ -192,21 +192,20 @@ class SimulatedClock(Clock):
             await fut
         finally:
             fut.cancel()
+            self.kick()
 
     def alarm(self, seconds: float) -> asyncio.Future[None]:
-        """``Clock.alarm``: one timer on the heap. When it rings or is cancelled the clock
-        looks again (a cancelled timer is dropped then, and the next one may be due)."""
+        """``Clock.alarm``: one timer on the heap. Cancelled, it stays there until the
+        clock's next look, which drops it: every change that could let time jump (a
+        wait, work ending, ``kick``) looks, and a look that met it still running either
+        rang it or waited for work whose end looks again."""
         fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         if seconds <= 0:
             fut.set_result(None)
             return fut
         heapq.heappush(self._timers, (self.now() + seconds, next(self._seq), fut))
-        fut.add_done_callback(self._kick)
         self.kick()
         return fut
-
-    def _kick(self, _: object) -> None:
-        self.kick()
 
     @contextmanager
     def busy(self) -> Iterator[None]:
