@@ -88,6 +88,22 @@ def test_an_attempt_that_ends_first_leaves_its_deadline_unheard() -> None:
     assert same  # the late deadline killed nothing
 
 
+def test_a_deadline_called_off_mid_attempt_ends_nothing() -> None:
+    worker = ScriptWorker()
+
+    async def main() -> AttemptResult:
+        deadline = asyncio.get_running_loop().create_future()
+        asyncio.get_running_loop().call_later(0.05, deadline.cancel)
+        script = "let n = 0; for (let i = 0; i < 5e6; i++) n += i; return 5;"
+        return await run(worker, script, deadline)
+
+    try:
+        result = asyncio.run(main())
+    finally:
+        worker.kill()
+    assert (result.outcome, result.result) == ("succeeded", 5)
+
+
 def test_a_deadline_during_the_workers_start_ends_the_attempt_and_the_start() -> None:
     before = set(child_pids())
     slow = [sys.executable, "-c", "import time; time.sleep(30)"]  # never says ready

@@ -235,8 +235,9 @@ class ScriptWorker:
         self._enter()
         inbox = Inbox()
 
-        def ring(_: object) -> None:
-            inbox.put_nowait(Received({"type": TIMEOUT}))
+        def ring(alarm: asyncio.Future[None]) -> None:
+            if not alarm.cancelled():  # a deadline called off ends nothing
+                inbox.put_nowait(Received({"type": TIMEOUT}))
 
         if deadline is not None:
             deadline.add_done_callback(ring)
@@ -266,6 +267,8 @@ class ScriptWorker:
         racing: set[asyncio.Future[Any]] = {start, deadline}
         try:
             await asyncio.wait(racing, return_when=asyncio.FIRST_COMPLETED)
+            if not start.done() and deadline.cancelled():  # called off: start as usual
+                return await start
         finally:
             if not start.done():
                 start.cancel()
