@@ -174,7 +174,12 @@ def test_a_line_between_attempts_to_a_worker_kept_listening_replaces_it() -> Non
     async def main() -> tuple[AttemptResult, AttemptResult, int | None, int | None]:
         first = await run(worker, "return 1")
         pid = worker.pid
-        await asyncio.sleep(0.4)  # the late line arrives while no attempt runs
+        process = worker.process
+        assert process is not None
+        for _ in range(200):  # the late line arrives while no attempt runs
+            await asyncio.sleep(0.05)
+            if process.pending_output():
+                break
         second = await run(worker, "return 1")
         return first, second, pid, worker.pid
 
