@@ -279,3 +279,68 @@ def test_two_lab_clocks_stepping_together_never_stall() -> None:
 def test_a_negative_rate_is_refused() -> None:
     with pytest.raises(ValueError, match="rate must be 0 or more"):
         SimulatedClock(rate=-1.0)
+
+
+# ---- alarms: an attempt's timeout without a task (Clock.alarm) ---------------------
+
+
+@pytest.mark.parametrize("kind", ["real", "simulated"])
+def test_an_alarm_rings_once_its_seconds_have_passed(kind: str) -> None:
+    clock = make_clock(kind)
+
+    async def main() -> float:
+        before = clock.now()
+        await clock.alarm(0.05)
+        return clock.now() - before
+
+    elapsed = asyncio.run(main())
+    assert elapsed >= 0.05
+    assert elapsed < 5
+
+
+@pytest.mark.parametrize("kind", ["real", "simulated"])
+def test_a_cancelled_alarm_never_rings_and_holds_no_time(kind: str) -> None:
+    """Cancelled (the attempt ended first), an alarm is dropped: a later wait on the
+    same clock is not held up by it, and it never completes."""
+    clock = make_clock(kind)
+
+    async def main() -> tuple[bool, float]:
+        alarm = clock.alarm(0.05)
+        alarm.cancel()
+        before = clock.now()
+        await clock.sleep(0.1)
+        return alarm.cancelled(), clock.now() - before
+
+    cancelled, elapsed = asyncio.run(main())
+    assert cancelled
+    assert 0.1 <= elapsed < 5
+
+
+def test_a_simulated_alarm_rings_at_exactly_its_time_among_sleepers() -> None:
+    """The alarm is a timer of the clock's one heap: time jumps to it in order with the
+    sleepers' timers (spec §5.1), on the lab's clock to the exact instant."""
+    clock = SimulatedClock(rate=0.0)
+    rang: list[tuple[str, float]] = []
+
+    async def sleeper() -> None:
+        await clock.sleep(30)
+        rang.append(("sleep 30", clock.now()))
+
+    async def main() -> None:
+        alarm = clock.alarm(10)
+        alarm.add_done_callback(lambda _: rang.append(("alarm 10", clock.now())))
+        await sleeper()
+
+    asyncio.run(main())
+    assert rang == [("alarm 10", 10.0), ("sleep 30", 30.0)]
+
+
+def test_a_shifted_clock_alarm_is_its_base_clock_timer() -> None:
+    base = SimulatedClock(rate=0.0)
+    view = base.view(5.0)
+
+    async def main() -> tuple[float, float]:
+        await view.alarm(2)
+        return base.now(), view.now()
+
+    assert asyncio.run(main()) == (2.0, -3.0)

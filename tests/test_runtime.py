@@ -21,7 +21,7 @@ from woml_magic.limits import LIMIT_RANGES, Limits
 from woml_magic.runtime import SERVICES, AttemptRequest, AttemptResult, ScriptWorker
 from woml_magic.runtime._bytecode import ENV_SWITCH
 from woml_magic.runtime.protocol import CallMessage, StepCommand, check_shape
-from woml_magic.runtime.transport import ChildProcess, Received
+from woml_magic.runtime.transport import ChildProcess, Inbox, Received
 from woml_magic.runtime.worker import step_reply
 from woml_magic.runtime.wrapper import FIRST_LINE, cell_position, wrap
 from woml_magic.services.registry import SERVICE_NAMES
@@ -776,7 +776,7 @@ def test_the_transport_hands_over_each_line_and_its_size_apart() -> None:
 
     async def main() -> list[Received]:
         process = ChildProcess([sys.executable, "-c", program])
-        inbox: asyncio.Queue[Received] = asyncio.Queue()
+        inbox = Inbox()
         process.attach(asyncio.get_running_loop(), inbox)
         try:
             return [await inbox.get(), await inbox.get()]

@@ -342,16 +342,16 @@ def test_the_attempt_carries_names_never_values(
     seen: list[AttemptRequest] = []
     from woml_magic.runtime import worker as worker_module
 
-    original = worker_module._run_command
+    original = worker_module.run_line
 
-    def spy(request: AttemptRequest, attempt_id: int) -> Any:
+    def spy(request: AttemptRequest, attempt_id: int) -> bytes:
         seen.append(request)
-        command = original(request, attempt_id)
-        assert_nowhere(json.dumps(command), "the worker's run command")
-        assert command["secrets"] == ["DB_PASS", "STRIPE"]
-        return command
+        line = original(request, attempt_id)
+        assert_nowhere(line.decode("ascii"), "the worker's run command")
+        assert json.loads(line)["secrets"] == ["DB_PASS", "STRIPE"]
+        return line
 
-    monkeypatch.setattr(worker_module, "_run_command", spy)
+    monkeypatch.setattr(worker_module, "run_line", spy)
     run = wm.run(workflow(echo.url), clock="simulated",
                  secrets={"STRIPE": STRIPE, "DB_PASS": DB_PASS})
     assert run.steps["send"].status == "succeeded"

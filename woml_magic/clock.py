@@ -68,6 +68,14 @@ class Clock(ABC):
         """Wait ``seconds`` on this clock; a wait of 0 or less returns at once, without
         a turn of the loop."""
 
+    def alarm(self, seconds: float) -> asyncio.Future[None]:
+        """A future that completes once ``seconds`` have passed on this clock (an
+        attempt's timeout, spec §3.2): ``sleep``'s wait without a task to await it, so
+        one attempt races its script against it at no more cost than a callback.
+        Cancel it when it is no longer needed. This default runs ``sleep`` in a task;
+        the clocks of this module keep a plain timer instead."""
+        return asyncio.ensure_future(self.sleep(seconds))
+
     def busy(self) -> AbstractContextManager[None]:
         """Mark real work in progress (a script running, a request in flight)."""
         return nullcontext()
@@ -94,6 +102,25 @@ class RealClock(Clock):
         # asyncio may wake a timer up to one clock-resolution early; loop until due.
         while (left := due - self.now()) > 0:
             await asyncio.sleep(left)
+
+    def alarm(self, seconds: float) -> asyncio.Future[None]:
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[None] = loop.create_future()
+        due = self.now() + seconds
+        timer: list[asyncio.TimerHandle] = []
+
+        def ring() -> None:
+            if fut.done():
+                return
+            left = due - self.now()
+            if left > 0:  # woken early (clock resolution): as ``sleep``, wait until due
+                timer[0] = loop.call_later(left, ring)
+            else:
+                fut.set_result(None)
+
+        timer.append(loop.call_later(max(0.0, seconds), ring))
+        fut.add_done_callback(lambda _: timer[0].cancel())  # a cancelled alarm leaves no timer
+        return fut
 
 
 def loop_has_ready_callbacks(loop: asyncio.AbstractEventLoop) -> bool:
@@ -160,15 +187,25 @@ class SimulatedClock(Clock):
     async def sleep(self, seconds: float) -> None:
         if seconds <= 0:
             return  # as on the real clock: nothing to wait for, no timer to keep
-        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        heapq.heappush(self._timers, (self.now() + seconds, next(self._seq), fut))
-        self.kick()
+        fut = self.alarm(seconds)
         try:
             await fut
         finally:
-            if not fut.done():
-                fut.cancel()
+            fut.cancel()
             self.kick()
+
+    def alarm(self, seconds: float) -> asyncio.Future[None]:
+        """``Clock.alarm``: one timer on the heap. Cancelled, it stays there until the
+        clock's next look, which drops it: every change that could let time jump (a
+        wait, work ending, ``kick``) looks, and a look that met it still running either
+        rang it or waited for work whose end looks again."""
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        if seconds <= 0:
+            fut.set_result(None)
+            return fut
+        heapq.heappush(self._timers, (self.now() + seconds, next(self._seq), fut))
+        self.kick()
+        return fut
 
     @contextmanager
     def busy(self) -> Iterator[None]:
@@ -286,6 +323,9 @@ class ShiftedClock(Clock):
 
     async def sleep(self, seconds: float) -> None:
         await self._base.sleep(seconds)
+
+    def alarm(self, seconds: float) -> asyncio.Future[None]:
+        return self._base.alarm(seconds)
 
     def busy(self) -> AbstractContextManager[None]:
         return self._base.busy()

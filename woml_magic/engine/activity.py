@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
+from contextlib import AbstractContextManager
 
 from ..clock import Clock
 
@@ -23,7 +24,7 @@ class Activity:
     def __init__(self, clock: Clock) -> None:
         self._clock = clock
         self._pending = 0
-        self._busy: contextlib.ExitStack | None = None
+        self._busy: AbstractContextManager[None] | None = None  # the clock's, while held
         self._stalled = False
 
     def stalled(self) -> None:
@@ -34,13 +35,13 @@ class Activity:
 
     def _hold(self) -> None:
         if self._busy is None:
-            self._busy = contextlib.ExitStack()
-            self._busy.enter_context(self._clock.busy())
+            self._busy = self._clock.busy()
+            self._busy.__enter__()
 
     def _release(self) -> None:
-        if self._busy is not None:
-            self._busy.close()
-            self._busy = None
+        busy, self._busy = self._busy, None
+        if busy is not None:
+            busy.__exit__(None, None, None)
 
     @contextlib.contextmanager
     def running(self) -> Iterator[None]:

@@ -9,7 +9,6 @@ explanation. The schedule around attempts is ``engine.schedule``'s.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
@@ -80,13 +79,17 @@ class AttemptRunner:
         key = run.steps[step.id].idempotency_key
         self._emit(AttemptStarted(run_id=run.id, at=self._clock.now(), step_id=step.id,
                                   number=number, idempotency_key=key))
-        scope = CallScope(run_id=run.id, step_id=step.id, attempt_number=number,
-                          step_calls=calls, emit=self._emit, now=self._clock.now,
-                          busy=self._clock.busy, sleep=self._clock.sleep,
-                          durable=self._durable, step_key=key)
+        # Made at the attempt's first services call: most attempts make none.
+        scope: CallScope | None = None
         activity = Activity(self._clock)
 
         async def call(name: str, args: list[Any]) -> Any:
+            nonlocal scope
+            if scope is None:
+                scope = CallScope(run_id=run.id, step_id=step.id, attempt_number=number,
+                                  step_calls=calls, emit=self._emit, now=self._clock.now,
+                                  busy=self._clock.busy, sleep=self._clock.sleep,
+                                  durable=self._durable, step_key=key)
             with activity.awaiting_service():
                 return await self._services.call(name, args, scope)
 
@@ -101,24 +104,18 @@ class AttemptRunner:
         try:
             async with self._pool.worker() as worker:
                 with activity.running():
-                    job = asyncio.ensure_future(
-                        worker.run_attempt(request, call, on_log, activity.stalled))
-                    timer = asyncio.ensure_future(self._clock.sleep(step.timeout.total_seconds()))
+                    # The script races its timeout on the run's clock: the alarm ends the
+                    # attempt in the worker, which kills its process (spec §4.5).
+                    deadline = self._clock.alarm(step.timeout.total_seconds())
                     try:
-                        done, _ = await asyncio.wait({job, timer},
-                                                     return_when=asyncio.FIRST_COMPLETED)
+                        result = await worker.run_attempt(request, call, on_log,
+                                                          activity.stalled, deadline=deadline)
                         ended = self._clock.now()
                     finally:
-                        timer.cancel()
-                        if not job.done():
-                            job.cancel()  # the worker kills its process (spec §4.5)
-                        with contextlib.suppress(asyncio.CancelledError):
-                            await job
-            if job in done and not job.cancelled():
-                result = job.result()
-                outcome = as_outcome(result.outcome)  # the worker checked it (§4.5)
-            else:
-                outcome = TIMEOUT
+                        deadline.cancel()
+            outcome = as_outcome(result.outcome)  # the worker checked it (§4.5)
+            if outcome == TIMEOUT:
+                result = None
         except asyncio.CancelledError:
             self._finish(step, number, stop_outcome(stop_reason()), None, scope, self._clock.now())
             raise
@@ -149,22 +146,28 @@ class AttemptRunner:
 
     def _finish(
         self, step: Step, number: int, outcome: Outcome, result: AttemptResult | None,
-        scope: CallScope, ended: float,
+        scope: CallScope | None, ended: float,
     ) -> Outcome:
+        """Record the attempt's end. ``scope`` is None when the script made no services
+        call: then no call of the attempt can be ambiguous or faulted."""
         error = attempt_error(step, number, outcome, result)
         original = outcome
-        if outcome != SUCCEEDED and not is_user_stop(outcome) and scope.unkeyed_ambiguity:
+        if outcome != SUCCEEDED and not is_user_stop(outcome) and scope is not None \
+                and scope.unkeyed_ambiguity:
             outcome = AMBIGUOUS  # spec §4.2: the guard outranks the attempt's own failure
         detail = result.error_message if result is not None else None
+        keyed = scope is not None and _keyed_ambiguity(self._run, step.id, number)
         explanation = explain(outcome, step, number, original=original, detail=detail,
                               error_name=None if error is None else error.name,
-                              keyed_ambiguity=_keyed_ambiguity(self._run, step.id, number))
+                              keyed_ambiguity=keyed)
+        if scope is not None:
+            explanation = with_injected(explanation, self._run, step.id, number)
         self._emit(AttemptFinished(
             run_id=self._run.id, at=ended, step_id=step.id, number=number,
             outcome=outcome,
             result=result.result if outcome == SUCCEEDED and result else None,
             error=error,
-            explanation=with_injected(explanation, self._run, step.id, number),
+            explanation=explanation,
         ))
         return outcome
 

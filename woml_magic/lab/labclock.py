@@ -9,7 +9,7 @@ import collections
 import contextlib
 import contextvars
 import random
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 
 from ..clock import SimulatedClock
 from ..runtime import ScriptWorker
@@ -76,9 +76,14 @@ class LabPool(WorkerPool):
 
     async def warm(self) -> None:
         """Start every worker at once, before the clients need them."""
-        started = [ScriptWorker() for _ in range(self._workers - len(self._idle))]
+        started = [self.new_worker() for _ in range(self._workers - len(self._idle))]
         await asyncio.gather(*(worker.start() for worker in started))
         self._idle.extend(started)
+
+    def new_worker(self) -> ScriptWorker:
+        """A worker the lab's loop keeps listening to between attempts: only this loop
+        drives the lab's workers, and ``aclose`` stops them on it (``ScriptWorker``)."""
+        return ScriptWorker(keep_listening=True)
 
     def settle(self) -> bool:
         """Queue the clients that asked since the last step, in the seed's order, and
@@ -100,27 +105,47 @@ class LabPool(WorkerPool):
                 given += 1
         return given
 
+    def _ask(self) -> asyncio.Future[None]:
+        """Ask for a worker for the current client: given at the next settled step."""
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._asking.append((CLIENT.get(), fut))
+        self.on_change()
+        return fut
+
     def _release(self) -> None:
         self._free += 1
         self._give()
         self.on_change()
 
-    @contextlib.asynccontextmanager
-    async def worker(self) -> AsyncIterator[ScriptWorker]:
-        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._asking.append((CLIENT.get(), fut))
-        self.on_change()
+    def worker(self) -> contextlib.AbstractAsyncContextManager[ScriptWorker]:
+        return _Lease(self)
+
+
+class _Lease:
+    """One attempt's hold on a lab worker (``LabPool.worker``): asked for at the next
+    settled step, then borrowed until the attempt ends. A class rather than a generator
+    context manager: one fewer generator and its bookkeeping per lab attempt."""
+
+    def __init__(self, pool: LabPool) -> None:
+        self._pool = pool
+        self._worker: ScriptWorker | None = None
+
+    async def __aenter__(self) -> ScriptWorker:
+        pool = self._pool
+        fut = pool._ask()
         try:
             await fut
         except asyncio.CancelledError:
             if fut.done() and not fut.cancelled():
-                self._release()  # given, but the attempt was cancelled before using it
+                pool._release()  # given, but the attempt was cancelled before using it
             raise
-        worker = self.borrow()
+        self._worker = pool.borrow()
+        return self._worker
+
+    async def __aexit__(self, *_: object) -> None:
+        worker, self._worker = self._worker, None
+        assert worker is not None
         try:
-            yield worker
+            await self._pool.give_back(worker)
         finally:
-            try:
-                await self.give_back(worker)
-            finally:
-                self._release()
+            self._pool._release()

@@ -83,8 +83,12 @@ class WorkerPool:
         thread.start()
         return thread
 
+    def worker(self) -> contextlib.AbstractAsyncContextManager[ScriptWorker]:
+        """A worker lent for one attempt: ``async with pool.worker() as worker``."""
+        return self._lend()
+
     @contextlib.asynccontextmanager
-    async def worker(self) -> AsyncIterator[ScriptWorker]:
+    async def _lend(self) -> AsyncIterator[ScriptWorker]:
         await self._join_warm_up()
         worker = self.borrow()
         try:
@@ -108,7 +112,11 @@ class WorkerPool:
         asynchronous context manager fewer per attempt.)"""
         with self._lock:
             worker = self._idle.pop() if self._idle else None
-        return worker or ScriptWorker()
+        return worker or self.new_worker()
+
+    def new_worker(self) -> ScriptWorker:
+        """A worker for this pool, not started yet (its first use starts it)."""
+        return ScriptWorker()
 
     async def give_back(self, worker: ScriptWorker) -> None:
         """Keep ``worker`` warm for the next attempt, or stop it when ``keep`` are idle."""

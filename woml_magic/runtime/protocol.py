@@ -137,15 +137,22 @@ class CheckedMessage(TypedDict):
 # ---- kernel → child ---------------------------------------------------------------
 
 
-class RunCommand(TypedDict):
+class RunAttempt(TypedDict):
+    """The fields of a ``run`` command that change from one attempt to the next."""
+
     op: Literal["run"]
     id: int
-    script: str
     payload: str
     context: dict[str, Any]
     stepCount: int
     attempt: dict[str, Any]
     nowMs: float
+
+
+class RunStep(TypedDict):
+    """The fields of a ``run`` command that a step's attempts share (``run_line``)."""
+
+    script: str
     memoryLimit: int
     maxResultBytes: int
     maxLogLines: int
@@ -154,6 +161,10 @@ class RunCommand(TypedDict):
     maxDepth: int
     services: list[str]
     secrets: list[str]  # the names services.secret knows; never a value (spec §10.1)
+
+
+class RunCommand(RunAttempt, RunStep):
+    """One attempt (spec §3.4, §3.6): what the child reads."""
 
 
 class ReplyOk(TypedDict):
@@ -202,6 +213,13 @@ def encode_line(message: Mapping[str, Any]) -> bytes:
     """One message as one line of ASCII JSON. Raises ``TypeError``/``ValueError`` (as
     ``json.dumps`` does) for a value that is not JSON."""
     return _ENCODER.encode(message).encode("ascii") + b"\n"
+
+
+def run_line(attempt: RunAttempt, step: bytes) -> bytes:
+    """A ``run`` command's line from its attempt's fields and ``step``, its step's fields
+    as ``encode_line`` gave them: one JSON object, the step's part encoded once for all
+    its attempts (the script and the limits: ≈ 3 % of the kernel's CPU per attempt)."""
+    return encode_line(attempt)[:-2] + b"," + step[1:]
 
 
 def line_limit(max_result_bytes: int, max_call_args_bytes: int, max_log_bytes: int) -> int:

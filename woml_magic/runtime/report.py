@@ -7,6 +7,7 @@ and depth checked, and an error line is mapped to the cell (``wrapper.cell_posit
 
 from __future__ import annotations
 
+import functools
 from typing import Any, cast
 
 from woml_magic.limits import JSONLimitError, loads_limited
@@ -31,15 +32,20 @@ def attempt_result(message: dict[str, Any], request: AttemptRequest) -> AttemptR
     js_line = failed["line"]
     line = None
     if isinstance(js_line, int):
-        line, _ = cell_position(
-            js_line, 1, request.script, request.script_line, request.script_column
-        )
+        line = _cell_line(js_line, request.script, request.script_line, request.script_column)
     return AttemptResult(
         failed["outcome"],
         error_name=failed["name"],
         error_message=failed["message"],
         error_line=line,
     )
+
+
+@functools.lru_cache(maxsize=256)
+def _cell_line(js_line: int, script: str, script_line: int, script_column: int) -> int:
+    """The cell line of an error on ``js_line`` (``wrapper.cell_position``): once per
+    script and line, not once per attempt (a lab's clients throw from the same line)."""
+    return cell_position(js_line, 1, script, script_line, script_column)[0]
 
 
 def _succeeded(text: str, request: AttemptRequest) -> AttemptResult:

@@ -17,15 +17,16 @@ anything between attempts (``_fresh``).
 from __future__ import annotations
 
 import asyncio
+import functools
 import itertools
 import json
 import weakref
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Coroutine, Mapping
 from typing import Any, Final, cast
 
 from woml_magic.errors import WomlRunError
 from woml_magic.limits import Limits
-from woml_magic.outcomes import CRASH
+from woml_magic.outcomes import CRASH, TIMEOUT
 from woml_magic.services.registry import SERVICE_NAMES
 
 from .attempt import (
@@ -53,12 +54,15 @@ from .protocol import (
     LogMessage,
     NeedMessage,
     ReadyMessage,
-    RunCommand,
+    RunAttempt,
+    RunStep,
     StepCommand,
+    encode_line,
     line_limit,
 )
+from .protocol import run_line as protocol_run_line
 from .report import FAILURES, attempt_result, failure, protocol_fault, unexpected
-from .transport import EXITED, ChildProcess, Inbox, died, kill_all
+from .transport import EXITED, ChildProcess, Inbox, Received, died, kill_all
 from .wrapper import cell_position
 
 SERVICES: Final = SERVICE_NAMES
@@ -68,10 +72,22 @@ SERVICES: Final = SERVICE_NAMES
 class ScriptWorker:
     """A warm script worker process, reused across attempts and runs (spec §4.5)."""
 
-    def __init__(self, *, start_process: Callable[[], ChildProcess] = ChildProcess) -> None:
+    def __init__(
+        self, *, start_process: Callable[[], ChildProcess] = ChildProcess,
+        keep_listening: bool = False,
+    ) -> None:
         """``start_process`` makes the child process (a test may start another program
-        that speaks the protocol, to see how the kernel takes what it says)."""
+        that speaks the protocol, to see how the kernel takes what it says).
+
+        ``keep_listening``: the loop that served an attempt goes on reading the child's
+        stdout between attempts instead of dropping it and adding it again at the next
+        (two ``epoll_ctl`` calls and their bookkeeping, ≈ 10 % of the kernel's CPU per
+        lab attempt). Only for an owner that drives the worker from one loop and closes
+        it there (the lab's pool): a loop may only be changed from its own thread, and
+        the process's shared pool serves loops of several threads. Whatever the child
+        writes between attempts still replaces the process (``_fresh``)."""
         self._start_process = start_process
+        self._keep_listening = keep_listening
         self._holder: list[ChildProcess] = []
         self._busy = False
         self._ids = itertools.count(1)
@@ -159,7 +175,7 @@ class ScriptWorker:
     ) -> dict[str, Any]:
         """Send ``command`` (if any) and await the first message or event back; the
         process is killed if the wait ends any other way."""
-        inbox: Inbox = asyncio.Queue()
+        inbox = Inbox()
         process.attach(asyncio.get_running_loop(), inbox)
         try:
             if command is not None:
@@ -169,7 +185,7 @@ class ScriptWorker:
             self.kill()
             raise
         finally:
-            process.detach()
+            process.detach(keep=self._keep_listening)
 
     async def check_syntax(
         self, script: str, script_line: int, script_column: int
@@ -204,7 +220,7 @@ class ScriptWorker:
 
     async def run_attempt(
         self, request: AttemptRequest, services: ServiceCall, on_log: LogSink,
-        on_stall: StallSink | None = None,
+        on_stall: StallSink | None = None, *, deadline: asyncio.Future[None] | None = None,
     ) -> AttemptResult:
         """Run one attempt in a fresh QuickJS context and report its outcome (spec §3.2).
 
@@ -212,24 +228,59 @@ class ScriptWorker:
         ends), cancels service calls in flight and re-raises ``CancelledError``.
         ``on_stall`` is called if the script awaits something nothing can settle: the
         attempt then only ends at its timeout (or cancellation).
+        ``deadline`` (the step's timeout on the run's clock, ``Clock.alarm``): when it
+        completes first, the worker is killed the same way and the attempt ends
+        ``timeout`` — the engine's race of script and timeout without a task for each.
         """
         self._enter()
+        inbox = Inbox()
+
+        def ring(alarm: asyncio.Future[None]) -> None:
+            if not alarm.cancelled():  # a deadline called off ends nothing
+                inbox.put_nowait(Received({"type": TIMEOUT}))
+
+        if deadline is not None:
+            deadline.add_done_callback(ring)
         try:
-            try:
-                process = await self._fresh()
-            except WomlRunError as error:
-                return AttemptResult(CRASH, error_name="WorkerError", error_message=str(error))
-            return await self._attempt(process, request, services, on_log, on_stall)
+            process = self.process
+            if process is None or not process.alive or process.pending_output():
+                try:
+                    process = await self._until(self._fresh(), deadline)
+                except WomlRunError as error:
+                    return AttemptResult(CRASH, error_name="WorkerError",
+                                         error_message=str(error))
+                if process is None:
+                    return AttemptResult(TIMEOUT)
+            return await self._attempt(process, request, services, on_log, on_stall, inbox)
         finally:
+            if deadline is not None:
+                deadline.remove_done_callback(ring)
             self._busy = False
+
+    async def _until(
+        self, starting: Coroutine[Any, Any, ChildProcess], deadline: asyncio.Future[None] | None,
+    ) -> ChildProcess | None:
+        """``starting``'s process, or None (the start killed) if ``deadline`` comes first."""
+        if deadline is None:
+            return await starting
+        start = asyncio.ensure_future(starting)
+        racing: set[asyncio.Future[Any]] = {start, deadline}
+        try:
+            await asyncio.wait(racing, return_when=asyncio.FIRST_COMPLETED)
+            if not start.done() and deadline.cancelled():  # called off: start as usual
+                return await start
+        finally:
+            if not start.done():
+                start.cancel()
+                self.kill()
+        return start.result() if start.done() else None  # not done: the deadline came
 
     async def _attempt(
         self, process: ChildProcess, request: AttemptRequest, services: ServiceCall,
-        on_log: LogSink, on_stall: StallSink | None,
+        on_log: LogSink, on_stall: StallSink | None, inbox: Inbox,
     ) -> AttemptResult:
-        inbox: Inbox = asyncio.Queue()
         attempt_id = next(self._ids)
-        bridge = ServiceBridge(process, attempt_id, services, request, inbox)
+        bridge: ServiceBridge | None = None  # made at the first call: most attempts make none
         log_lines = log_bytes = 0
         # The child adds at most two lines of its own (truncation, a stalled script).
         limits = request.limits
@@ -240,13 +291,16 @@ class ScriptWorker:
         )
         process.attach(asyncio.get_running_loop(), inbox)
         try:
-            process.send(_run_command(request, attempt_id))
+            process.send_line(run_line(request, attempt_id))
             while True:
                 message, size = await inbox.get()
                 kind = message.get("type")
                 if kind in FAILURES:
                     self.kill()
                     return failure(message)
+                if kind == TIMEOUT:  # the deadline (run_attempt): never the child's
+                    self.kill()
+                    return AttemptResult(TIMEOUT)
                 if message.get("id") != attempt_id:
                     self.kill()
                     return protocol_fault(f"{unexpected(message)} during attempt {attempt_id}")
@@ -261,6 +315,8 @@ class ScriptWorker:
                     on_log(log["level"], log["text"])
                 elif kind == CALL:
                     # The line's size counts against the budget of calls in flight.
+                    if bridge is None:
+                        bridge = ServiceBridge(process, attempt_id, services, request, inbox)
                     problem = bridge.call(cast(CallMessage, message), size)
                     if problem is not None:
                         self.kill()
@@ -280,34 +336,43 @@ class ScriptWorker:
             self.kill()
             raise
         finally:
-            process.detach()
-            await bridge.aclose()
+            process.detach(keep=self._keep_listening)
+            if bridge is not None:
+                await bridge.aclose()
 
 
-def _run_command(request: AttemptRequest, attempt_id: int) -> RunCommand:
+def run_line(request: AttemptRequest, attempt_id: int) -> bytes:
+    """The ``run`` command of one attempt, as the line sent to the child."""
     context = request.context
     payload = request.payload_text
     if payload is None:
         payload = encode(context.get("payload"))
     rest = {key: value for key, value in context.items() if key not in ("payload", "steps")}
-    return RunCommand(
+    return protocol_run_line(RunAttempt(
         op="run",
         id=attempt_id,
-        script=request.script,
         payload=payload,
         context=rest,
         stepCount=len(context.get("steps") or ()),
         attempt=request.attempt,
         nowMs=request.now_ms(),
-        memoryLimit=request.limits.memory_limit_bytes,
-        maxResultBytes=request.limits.max_result_bytes,
-        maxLogLines=request.limits.max_log_lines,
-        maxLogBytes=request.limits.max_log_bytes,
-        maxArgsBytes=request.limits.max_call_args_bytes,
-        maxDepth=request.limits.max_json_depth,
+    ), _step_fields(request.script, request.limits, request.secret_names))
+
+
+@functools.lru_cache(maxsize=256)
+def _step_fields(script: str, limits: Limits, secret_names: tuple[str, ...]) -> bytes:
+    """The fields of a ``run`` command every attempt of a step shares, encoded once."""
+    return encode_line(RunStep(
+        script=script,
+        memoryLimit=limits.memory_limit_bytes,
+        maxResultBytes=limits.max_result_bytes,
+        maxLogLines=limits.max_log_lines,
+        maxLogBytes=limits.max_log_bytes,
+        maxArgsBytes=limits.max_call_args_bytes,
+        maxDepth=limits.max_json_depth,
         services=list(SERVICES),
-        secrets=list(request.secret_names),
-    )
+        secrets=list(secret_names),
+    ))
 
 
 def step_reply(request: AttemptRequest, attempt_id: int, name: str) -> StepCommand:
