@@ -18,7 +18,15 @@ from typing import Any, Protocol
 import quickjs
 
 from ._bytecode import Bytecode, CompiledScript
-from .wrapper import new_hook_name, padding, wrap, wrap_as_global, wrap_with_hook
+from .wrapper import (
+    CLOSES_EARLY,
+    FIRST_LINE,
+    new_hook_name,
+    padding,
+    wrap,
+    wrap_as_global,
+    wrap_with_hook,
+)
 
 MAX_STACK_BYTES = 1024 * 1024
 #: Scripts of up to this many lines run in the spare context made ahead of time.
@@ -31,8 +39,7 @@ _PARTS = {
 }
 _PRELUDE_GLOBAL = "__womlPrelude"
 _EMIT_GLOBAL = "__womlEmit"
-# Both deleted before any script runs: a script never finds them.
-_DELETE_GLOBALS = f"delete globalThis.{_EMIT_GLOBAL}; delete globalThis.{_PRELUDE_GLOBAL}"
+_MAIN_GLOBAL = "__womlMain"
 # The lazy parts as one JS object literal of source strings (the compiled-from-source way).
 _PARTS_SOURCE = json.dumps(_PARTS)
 # `context.steps` (prelude-steps.js) apart: most attempts never need it, and reading
@@ -41,15 +48,24 @@ _STEPS_SOURCE = (_HERE / "prelude-steps.js").read_text(encoding="utf-8")
 _STEPS_GLOBAL = "__womlSteps"
 
 
+# What prelude.js takes as `fixed`: the same for every attempt of the worker process.
+_FIXED = json.dumps({
+    "firstLine": FIRST_LINE, "closesEarly": CLOSES_EARLY, "mainGlobal": _MAIN_GLOBAL,
+    "emitGlobal": _EMIT_GLOBAL, "hostGlobal": _PRELUDE_GLOBAL,
+})
+
+
 def prelude_source(pad: int, *, bytecode: bool) -> str:
     """The prelude applied to the emit callable, below a script of ``pad`` lines.
 
     The script reads the callable from the global ``Prepared`` adds (``_EMIT_GLOBAL``)
     and calls the prelude at once: its value (from source) or ``_PRELUDE_GLOBAL`` (as
     bytecode) is the host dispatcher, so a context costs no call from Python into the
-    prelude and no evaluation to fetch the callable. For bytecode the lazy parts are
-    function expressions compiled with the prelude; otherwise they are string
-    literals, compiled in a context only if its attempt needs them (prelude.js ``lib``).
+    prelude and no evaluation to fetch the callable. The prelude deletes both globals
+    itself (the second at ``configure``, before the script is compiled). For bytecode
+    the lazy parts are function expressions compiled with the prelude; otherwise they
+    are string literals, compiled in a context only if its attempt needs them
+    (prelude.js ``lib``).
     """
     if bytecode:
         parts = ", ".join(f"{json.dumps(name)}: {text}" for name, text in _PARTS.items())
@@ -57,9 +73,10 @@ def prelude_source(pad: int, *, bytecode: bool) -> str:
             padding(pad)
             + f"globalThis.{_PRELUDE_GLOBAL} = ("
             + _PRELUDE
-            + f")(globalThis.{_EMIT_GLOBAL}, {{{parts}}});"
+            + f")(globalThis.{_EMIT_GLOBAL}, {{{parts}}}, {_FIXED});"
         )
-    return padding(pad) + "(" + _PRELUDE + f")(globalThis.{_EMIT_GLOBAL}, {_PARTS_SOURCE})"
+    return (padding(pad) + "(" + _PRELUDE
+            + f")(globalThis.{_EMIT_GLOBAL}, {_PARTS_SOURCE}, {_FIXED})")
 
 
 class Emitter(Protocol):
@@ -113,7 +130,6 @@ class Prepared:
         return ctx
 
     def _ready(self, host: Any) -> None:
-        self.ctx.eval(_DELETE_GLOBALS)
         self.host = host
 
     def steps_part(self, script_lines: int) -> Any:
@@ -139,7 +155,7 @@ class Scripts:
     KEEP = 64
     #: Shorter scripts compile faster than their bytecode is read (≈ 15 µs).
     SMALL = 400
-    GLOBAL = "__womlMain"  # deleted by prelude.js `start`, before the script runs
+    GLOBAL = _MAIN_GLOBAL  # deleted by prelude.js `start`, before the script runs
 
     def __init__(self, bytecode: Bytecode | None) -> None:
         self._bytecode = bytecode

@@ -10,6 +10,7 @@ script does makes this code raise: everything is caught and reported.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -23,7 +24,7 @@ from woml_magic.limits import JSONLimitError, loads_limited
 from woml_magic.outcomes import CRASH, INVALID_JSON, OVERSIZED, SUCCEEDED, THREW, Outcome
 
 from ._channel import Channel
-from ._contexts import Contexts, Scripts
+from ._contexts import Contexts
 from ._instrument import instrument_catches
 from .protocol import (
     LEVELS,
@@ -54,6 +55,16 @@ _LOCATION = re.compile(r"^(\w+): (.*?)\n\s*at <input>:(\d+):(\d+)", re.DOTALL)
 def _is_out_of_memory(error: BaseException) -> bool:
     text = str(error)
     return "out of memory" in text or text.strip() == "null"
+
+
+_encode = json.JSONEncoder().encode
+
+
+@functools.lru_cache(maxsize=16)
+def _encode_names(names: tuple[str, ...]) -> str:
+    """A list of names as JSON: the same few lists (``services``, ``secrets``) come with
+    every attempt."""
+    return _encode(list(names))
 
 
 def _bounded(text: Any) -> str:
@@ -205,23 +216,44 @@ class AttemptRunner:
         contexts = self.contexts
         script = command["script"]
         hook = contexts.hook
-        source = wrap(script)
         lines = engine_line_count(script)  # QuickJS's lines: LS and PS may end one
         instrumented = instrument_catches(script, hook)
         prepared = contexts.take(lines)
         contexts.router.current = self
         ctx = prepared.ctx
         ctx.set_memory_limit(self.limit)
-        main, evaluated = None, source
+        host = prepared.host
+        steps = int(command["stepCount"])
+        # Configured before the script is even compiled: the prelude deletes the global
+        # it was fetched by, so code of a script that breaks out of its function never
+        # finds it.
+        host(
+            "configure",
+            last_line(lines),
+            len(padding(lines)),
+            command["nowMs"],
+            _encode(command["context"]),
+            _encode(command["attempt"]),
+            command["payload"],
+            _encode_names(tuple(command["services"])),
+            _encode_names(tuple(command.get("secrets", ()))),
+            self.max_log_lines,
+            # Only keeps huge strings in the context; the bytes are counted here.
+            self.max_log_bytes,
+            self.max_depth,
+            steps,
+            prepared.steps_part(lines) if steps > 0 else None,
+        )
+        main, evaluated = None, script
         if instrumented != script:
             # Fall back to the script as written if the instrumentation misread it.
-            prepared.host("arm", hook)
+            host("arm", hook)
             main = contexts.scripts.evaluate(ctx, instrumented, hook)
             if main is not None:
-                evaluated = wrap(instrumented)
-            prepared.host("disarm", hook)
+                evaluated = instrumented
+            host("disarm", hook)
         if main is None:
-            evaluated = source
+            evaluated = script
             try:
                 main = contexts.scripts.evaluate(ctx, script, None, strict=True)
             except quickjs.JSException as error:
@@ -230,31 +262,7 @@ class AttemptRunner:
                 detail = str(error).split("\n", 1)[0]
                 self._done(THREW, "SyntaxError", f"{CLOSES_EARLY} ({detail})", None)
                 return
-        steps = int(command["stepCount"])
-        config = json.dumps(
-            {
-                "firstLine": FIRST_LINE,
-                "lastLine": last_line(lines),
-                "padLines": len(padding(lines)),
-                "nowMs": command["nowMs"],
-                "context": command["context"],
-                "attempt": command["attempt"],
-                "services": command["services"],
-                "secrets": command.get("secrets", []),
-                "maxLogLines": self.max_log_lines,
-                # Only keeps huge strings in the context; the bytes are counted here.
-                "maxLogChars": self.max_log_bytes,
-                "maxDepth": self.max_depth,
-                "stepCount": steps,
-                "expectedLength": function_length(evaluated),
-                "closesEarly": CLOSES_EARLY,
-                "mainGlobal": Scripts.GLOBAL,
-            }
-        )
-        host = prepared.host
-        part = prepared.steps_part(lines) if steps > 0 else None
-        host("configure", config, command["payload"], part)
-        host("start", main)
+        host("start", main, function_length(wrap(evaluated)))
         while True:
             self._run_jobs(ctx)
             report = json.loads(host("finish"))

@@ -6,8 +6,9 @@
 // wrapper.py): a stack frame inside that range is a script frame, so error lines map
 // to cell lines without guessing.
 //
-// The expression below is a function of the host's emit callable and the lazy
-// parts; it returns one dispatcher `host(command, ...)` that the worker calls.
+// The expression below is a function of the host's emit callable, the lazy parts and
+// the worker's fixed names and texts (`fixed`, _contexts.prelude_source); it returns
+// one dispatcher `host(command, ...)` that the worker calls.
 //
 // The bridge is built so that the script cannot speak on it (spec §4.5):
 // - nothing here ever serialises an object: JSON.stringify consults `toJSON` through
@@ -28,7 +29,7 @@
 // attempt needs it (see `lib`). The worker hands them over either as functions
 // (read with this file from bytecode, see _bytecode.py) or as source text, which
 // is then compiled on first use: compiling costs about 1 µs per 25 bytes.
-(function (emitRaw, parts) {
+(function (emitRaw, parts, fixed) {
   "use strict";
 
   const { keys, freeze, isFrozen, getPrototypeOf, defineProperty } = Object;
@@ -56,6 +57,10 @@
   const perfNowFn = performance.now;
   const g = globalThis;
   const evaluate = g.eval; // called by name through a const: an indirect, global eval
+  // The names by which the worker handed over the emit callable and gets `host`: gone
+  // before any script is even compiled (the emit global now, `host`'s at `configure`).
+  delete g[fixed.emitGlobal];
+  const hostGlobal = fixed.hostGlobal;
   // Parts read it after the script has run: no name may fall through to a prototype.
   const I = freeze({
     __proto__: null,
@@ -87,18 +92,17 @@
     get() { return PromiseCtor; }, enumerable: false, configurable: false,
   });
 
-  // Set by `configure`, once per attempt: the script's JS lines (none until then) and
-  // how many blank lines put code below them (wrapper.py `padding`).
-  let FIRST_LINE = 1;
+  // The script's first JS line (wrapper.py); its last line and how many blank lines put
+  // code below it (wrapper.py `padding`) are set by `configure`, once per attempt.
+  const FIRST_LINE = fixed.firstLine;
   let LAST_LINE = 0;
   let PAD_LINES = 0;
   let settings = null;
   let context = null;
   let attempt = null;
   let services = null;
-  let expectedLength = -1;
-  let closesEarly = "";  // why a script whose length is not expectedLength is refused
-  let mainGlobal = "";  // where the worker's bytecode puts `main` (_contexts.Scripts)
+  const closesEarly = fixed.closesEarly;  // why a script that closes its function is refused
+  const mainGlobal = fixed.mainGlobal;  // where the worker's bytecode puts `main` (_contexts.Scripts)
 
   // ---- lazy parts: set up in this context on first use ----
   const loaded = { __proto__: null };
@@ -325,38 +329,32 @@
     return v;
   }
 
-  // `stepsPart` is prelude-steps.js's function, handed over by the worker only when
-  // earlier steps have results (most attempts never load it).
-  function configure(configText, payloadText, stepsPart) {
-    const config = parse(configText);
-    FIRST_LINE = config.firstLine;
-    LAST_LINE = config.lastLine;
-    PAD_LINES = config.padLines;
-    setClock(config.nowMs);
-    settings = freeze({
-      __proto__: null,
-      maxLogLines: config.maxLogLines, maxLogChars: config.maxLogChars,
-      maxDepth: config.maxDepth, setClock,
-    });
-    const given = config.context;
+  // The attempt's inputs, as primitives and JSON texts (_runner.py). `stepsPart` is
+  // prelude-steps.js's function, handed over by the worker only when earlier steps have
+  // results (most attempts never load it). Runs before the script is compiled.
+  function configure(lastLine, padLines, nowMs, contextText, attemptText, payloadText,
+                     servicesText, secretsText, maxLogLines, maxLogChars, maxDepth,
+                     stepCount, stepsPart) {
+    delete g[hostGlobal];
+    LAST_LINE = lastLine;
+    PAD_LINES = padLines;
+    setClock(nowMs);
+    settings = freeze({ __proto__: null, maxLogLines, maxLogChars, maxDepth, setClock });
+    const given = parse(contextText);
     const ctx = {};
     const put = (name, value) => defineProperty(ctx, name, { __proto__: null,
       value, enumerable: true, writable: true, configurable: true,
     });
     put("payload", deepFreeze(parse(payloadText)));
     // No proxy for a run's first step (or a lone step): nothing to fetch.
-    put("steps", config.stepCount > 0
-      ? stepsPart(I, emitRaw, deepFreeze) : freeze({}));
+    put("steps", stepCount > 0 ? stepsPart(I, emitRaw, deepFreeze) : freeze({}));
     const names = keys(given);
     for (let i = 0; i < names.length; i++) {
       if (names[i] !== "steps") put(names[i], deepFreeze(given[names[i]]));
     }
     context = freeze(ctx);
-    attempt = deepFreeze(config.attempt);
-    services = buildServices(config.services, config.secrets);
-    expectedLength = config.expectedLength;
-    closesEarly = config.closesEarly;
-    mainGlobal = config.mainGlobal;
+    attempt = deepFreeze(parse(attemptText));
+    services = buildServices(parse(servicesText), parse(secretsText));
   }
 
   // ---- running and reporting ----
@@ -365,7 +363,9 @@
   let settledValue;
   let rejection;
 
-  function start(main) {
+  // `expectedLength`: the length of the function's text as the worker wrapped it; any
+  // other length means the script closed its function early (wrapper.py).
+  function start(main, expectedLength) {
     if (started) throw new ErrorCtor("an attempt runs its script once");
     started = true;
     delete g[mainGlobal];
@@ -463,15 +463,19 @@
     return apply(join, ["[", apply(join, fields, [","]), "]"], [""]);
   }
 
-  return function host(command, a, b, c) {
+  // The arguments come as a rest array, passed on to `configure` by `apply` (never by
+  // spreading, which reads the array's iterator: the script may have replaced it).
+  return function host(command, ...args) {
     switch (command) {
-      case "configure": configure(a, b, c); return "null";
-      case "start": start(a); return "null";
+      case "configure": apply(configure, undefined, args); return "null";
+      case "start": start(args[0], args[1]); return "null";
       case "arm":
-        defineProperty(g, a, { __proto__: null, value: caught, configurable: true, enumerable: false });
+        defineProperty(g, args[0], {
+          __proto__: null, value: caught, configurable: true, enumerable: false,
+        });
         return "null";
-      case "disarm": delete g[a]; return "null";
-      case "settle": lib("services").settle(a, b); return "null";
+      case "disarm": delete g[args[0]]; return "null";
+      case "settle": lib("services").settle(args[0], args[1]); return "null";
       case "finish": return finish();
       case "result": return resultText;
       default: throw new ErrorCtor("unknown host command " + command);
