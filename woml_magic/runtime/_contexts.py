@@ -62,18 +62,18 @@ def prelude_source(pad: int, *, bytecode: bool) -> str:
     and calls the prelude at once: its value (from source) or ``_PRELUDE_GLOBAL`` (as
     bytecode) is the host dispatcher, so a context costs no call from Python into the
     prelude and no evaluation to fetch the callable. The prelude deletes both globals
-    itself (the second at ``configure``, before the script is compiled). For bytecode
-    the lazy parts are function expressions compiled with the prelude; otherwise they
-    are string literals, compiled in a context only if its attempt needs them
-    (prelude.js ``lib``).
+    itself (the second at ``configure``, before the script is compiled). The lazy parts
+    are set up in a context only if its attempt needs them (prelude.js ``lib``): for
+    bytecode the worker then reads each from its own bytecode (``Contexts.part``), so
+    a context reads none of them up front; otherwise they are string literals,
+    compiled then.
     """
     if bytecode:
-        parts = ", ".join(f"{json.dumps(name)}: {text}" for name, text in _PARTS.items())
         return (
             padding(pad)
             + f"globalThis.{_PRELUDE_GLOBAL} = ("
             + _PRELUDE
-            + f")(globalThis.{_EMIT_GLOBAL}, {{{parts}}}, {_FIXED});"
+            + f")(globalThis.{_EMIT_GLOBAL}, null, {_FIXED});"
         )
     return (padding(pad) + "(" + _PRELUDE
             + f")(globalThis.{_EMIT_GLOBAL}, {_PARTS_SOURCE}, {_FIXED})")
@@ -214,12 +214,18 @@ class Contexts:
     def __init__(self, bytecode: Bytecode | None, reason: str | None = None) -> None:
         self.prelude_code: CompiledScript | None = None
         self.steps_code: CompiledScript | None = None
+        self.part_code: dict[str, CompiledScript | None] = {}
         if bytecode is not None:
             self.prelude_code = bytecode.compile(
                 prelude_source(SPARE_LINES, bytecode=True), keep_lines=False
             )
-            if self.prelude_code is None:
+            # Without line numbers, a part's frames can never pass for script frames.
+            self.part_code = {
+                name: bytecode.compile(text, keep_lines=False) for name, text in _PARTS.items()
+            }
+            if self.prelude_code is None or None in self.part_code.values():
                 bytecode, reason = None, "the prelude did not compile to bytecode"
+                self.prelude_code, self.part_code = None, {}
             else:
                 self.steps_code = bytecode.compile(
                     padding(SPARE_LINES) + f"globalThis.{_STEPS_GLOBAL} = {_STEPS_SOURCE};",
@@ -240,6 +246,12 @@ class Contexts:
         if not self._spare:
             with contextlib.suppress(Exception):  # a spare is an optimisation, never a failure
                 self._spare.append(Prepared(SPARE_LINES, self))
+
+    def part(self, ctx: quickjs.Context, name: Any, holder: Any) -> bool:
+        """Read lazy part ``name`` (prelude.js ``factory``) into ``ctx``, its function as
+        ``holder.part``; False if it could not be (memory ran out)."""
+        code = self.part_code.get(name) if isinstance(name, str) else None
+        return code is not None and code.define(ctx, holder, "part")
 
     def take(self, lines: int) -> Prepared:
         """A context for a script of ``lines`` lines: the spare if it serves them."""

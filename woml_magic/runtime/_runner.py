@@ -93,6 +93,7 @@ class AttemptRunner:
         self.calls: set[int] = set()
         self._asked = 0
         self._every_step: dict[str, str] | None = None
+        self.ctx: quickjs.Context | None = None
 
     # -- what the prelude hands over (primitives only; see prelude.js) ------------------
     def emit(self, kind: Any, a: Any, b: Any, c: Any) -> str:
@@ -102,6 +103,8 @@ class AttemptRunner:
             return self._call(a, b, c)
         if kind == "need":
             return self._need(a)
+        if kind == "part":
+            return "" if self.ctx is not None and self.contexts.part(self.ctx, a, b) else "!"
         return "!"
 
     def _send_log(self, level: str, text: str) -> None:
@@ -210,6 +213,8 @@ class AttemptRunner:
             else:
                 self._done(CRASH, type(error).__name__,
                            f"internal error in the script runtime: {error}", None)
+        finally:
+            self.ctx = None  # the context is freed now, as the attempt ends
 
     def _run(self) -> None:
         command = self.command
@@ -220,7 +225,7 @@ class AttemptRunner:
         instrumented = instrument_catches(script, hook)
         prepared = contexts.take(lines)
         contexts.router.current = self
-        ctx = prepared.ctx
+        ctx = self.ctx = prepared.ctx
         ctx.set_memory_limit(self.limit)
         host = prepared.host
         steps = int(command["stepCount"])

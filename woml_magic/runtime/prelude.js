@@ -61,22 +61,40 @@
   // before any script is even compiled (the emit global now, `host`'s at `configure`).
   delete g[fixed.emitGlobal];
   const hostGlobal = fixed.hostGlobal;
-  // Parts read it after the script has run: no name may fall through to a prototype.
-  const I = freeze({
-    __proto__: null,
-    keys, freeze, getPrototypeOf, defineProperty, apply, stringify, parse, join,
-    isWellFormed, toWellFormed, slice, isFiniteNumber,
-    isArray: Array.isArray, isView: ArrayBuffer.isView,
-    charCodeAt: StringProto.charCodeAt, toUpperCase: StringProto.toUpperCase,
-    numberToString: Number.prototype.toString, test: RegExp.prototype.test,
-    objectToString: Object.prototype.toString, max: Math.max,
-    ObjectProto: Object.prototype, ArrayProto: Array.prototype, PromiseCtor,
-    promiseReject: Promise.reject,
-    ErrorCtor, TypeErrorCtor, RangeErrorCtor, StringCtor,
-    MapCtor: Map, SetCtor: Set, WeakMapCtor: WeakMap, WeakSetCtor: WeakSet,
-    ArrayBufferCtor: ArrayBuffer, toStringTag: Symbol.toStringTag,
-    indexOf,
-  });
+  // Only the lazy parts use these, but they are captured now, before the script runs.
+  const { isArray } = Array;
+  const { isView } = ArrayBuffer;
+  const { charCodeAt, toUpperCase } = StringProto;
+  const numberToString = Number.prototype.toString;
+  const test = RegExp.prototype.test;
+  const ObjectProto = Object.prototype;
+  const objectToString = ObjectProto.toString;
+  const { max } = Math;
+  const ArrayProto = Array.prototype;
+  const promiseReject = Promise.reject;
+  const MapCtor = Map;
+  const SetCtor = Set;
+  const WeakMapCtor = WeakMap;
+  const WeakSetCtor = WeakSet;
+  const ArrayBufferCtor = ArrayBuffer;
+  const { toStringTag } = Symbol;
+  // What the parts get: made the first time one is set up (most attempts never need
+  // one, and an object of forty properties costs microseconds in a fresh context). Parts
+  // read it after the script has run: no name may fall through to a prototype.
+  let I = null;
+  function intrinsics() {
+    if (I === null) {
+      I = freeze({
+        __proto__: null,
+        keys, freeze, getPrototypeOf, defineProperty, apply, stringify, parse, join,
+        isWellFormed, toWellFormed, slice, isFiniteNumber, isArray, isView, charCodeAt,
+        toUpperCase, numberToString, test, objectToString, max, ObjectProto, ArrayProto,
+        PromiseCtor, promiseReject, ErrorCtor, TypeErrorCtor, RangeErrorCtor, StringCtor,
+        MapCtor, SetCtor, WeakMapCtor, WeakSetCtor, ArrayBufferCtor, toStringTag, indexOf,
+      });
+    }
+    return I;
+  }
 
   // A string Python can read: flat, never a rope (see above).
   function flat(s) {
@@ -109,16 +127,28 @@
   function lib(name) {
     let part = loaded[name];
     if (part === undefined) {
-      let make = parts[name];
-      if (typeof make === "string") {
-        // Padded below the script's lines, like this prelude, so its frames never
-        // look like script frames.
-        make = evaluate(apply(repeat, "\n", [PAD_LINES]) + make);
-      }
-      part = make(I, emitRaw, settings);
+      part = factory(name)(intrinsics(), emitRaw, settings);
       loaded[name] = part;
     }
     return part;
+  }
+
+  // A part's function. With `parts` null the worker reads the part's bytecode into this
+  // context and puts the function in a holder only this code ever sees; reading fails
+  // only when memory runs out, and the attempt is then a crash (spec §3.2). Otherwise
+  // `parts` holds the source texts, compiled here.
+  function factory(name) {
+    if (parts === null) {
+      const holder = { __proto__: null };
+      if (emitRaw("part", name, holder) !== "") {
+        oomSeen = true;
+        throw new ErrorCtor("out of memory");
+      }
+      return holder.part;
+    }
+    // Padded below the script's lines, like this prelude, so its frames never look
+    // like script frames.
+    return evaluate(apply(repeat, "\n", [PAD_LINES]) + parts[name]);
   }
 
   // ---- out-of-memory and error-line tracking (spec §3.2 crash, line mapping) ----
@@ -281,7 +311,7 @@
       value: function btoa(data) {
         const text = StringCtor(data);
         if (apply(indexOf, text, [SECRET_OPEN]) !== -1 || apply(indexOf,
-          apply(I.toUpperCase, text, []), [SECRET_OPEN_ENCODED]) !== -1) {
+          apply(toUpperCase, text, []), [SECRET_OPEN_ENCODED]) !== -1) {
           throw new TypeErrorCtor("btoa() cannot encode a secret reference (its value "
             + "exists only in the kernel, when a request is sent); for HTTP Basic auth put "
             + 'the reference in the URL\'s userinfo, url: "https://alice:" + '
@@ -347,7 +377,7 @@
     });
     put("payload", deepFreeze(parse(payloadText)));
     // No proxy for a run's first step (or a lone step): nothing to fetch.
-    put("steps", stepCount > 0 ? stepsPart(I, emitRaw, deepFreeze) : freeze({}));
+    put("steps", stepCount > 0 ? stepsPart(intrinsics(), emitRaw, deepFreeze) : freeze({}));
     const names = keys(given);
     for (let i = 0; i < names.length; i++) {
       if (names[i] !== "steps") put(names[i], deepFreeze(given[names[i]]));
