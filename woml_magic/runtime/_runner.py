@@ -15,7 +15,7 @@ import json
 import os
 import re
 import sys
-from typing import Any
+from typing import Any, NamedTuple
 
 import quickjs
 
@@ -58,6 +58,26 @@ def _is_out_of_memory(error: BaseException) -> bool:
 
 
 _encode = json.JSONEncoder().encode
+
+
+class Reach(NamedTuple):
+    """Which of its arguments besides ``context`` a script can reach at all."""
+
+    attempt: bool
+    services: bool
+    console: bool
+
+
+@functools.lru_cache(maxsize=64)
+def _reach(script: str) -> Reach:
+    """Which arguments the script can reach (spec §4.5): a parameter is reachable only
+    through its name, ``arguments`` or a direct ``eval`` (the body is strict: no
+    ``with``, no ``caller``), each spelled in the text or with a ``\\u`` escape. An
+    argument the text cannot reach is never built (prelude.js ``configure``): no
+    script can tell, and a throwing script is spared most of its setting up.
+    """
+    dynamic = "arguments" in script or "eval" in script or "\\" in script
+    return Reach(*(dynamic or name in script for name in Reach._fields))
 
 
 @functools.lru_cache(maxsize=16)
@@ -223,6 +243,7 @@ class AttemptRunner:
         hook = contexts.hook
         lines = engine_line_count(script)  # QuickJS's lines: LS and PS may end one
         instrumented = instrument_catches(script, hook)
+        reach = _reach(script)
         prepared = contexts.take(lines)
         contexts.router.current = self
         ctx = self.ctx = prepared.ctx
@@ -238,10 +259,11 @@ class AttemptRunner:
             len(padding(lines)),
             command["nowMs"],
             _encode(command["context"]),
-            _encode(command["attempt"]),
+            _encode(command["attempt"]) if reach.attempt else None,
             command["payload"],
-            _encode_names(tuple(command["services"])),
+            _encode_names(tuple(command["services"])) if reach.services else None,
             _encode_names(tuple(command.get("secrets", ()))),
+            reach.console,
             self.max_log_lines,
             # Only keeps huge strings in the context; the bytes are counted here.
             self.max_log_bytes,

@@ -116,9 +116,12 @@
   let LAST_LINE = 0;
   let PAD_LINES = 0;
   let settings = null;
+  // The script's arguments; `attempt`, `services` and `console` stay undefined for a
+  // script that cannot name them (_runner.py `_reach`).
   let context = null;
-  let attempt = null;
-  let services = null;
+  let attempt;
+  let services;
+  let consoleObject;
   const closesEarly = fixed.closesEarly;  // why a script that closes its function is refused
   const mainGlobal = fixed.mainGlobal;  // where the worker's bytecode puts `main` (_contexts.Scripts)
 
@@ -264,13 +267,15 @@
 
   // ---- console (spec §4.4); formatting and caps are in prelude-console.js ----
   const log = (level, args) => lib("console").log(level, args);
-  const consoleObject = freeze({
-    log: (...a) => log("log", a),
-    info: (...a) => log("info", a),
-    warn: (...a) => log("warn", a),
-    error: (...a) => log("error", a),
-    debug: (...a) => log("log", a),
-  });
+  function makeConsole() {
+    return freeze({
+      log: (...a) => log("log", a),
+      info: (...a) => log("info", a),
+      warn: (...a) => log("warn", a),
+      error: (...a) => log("error", a),
+      debug: (...a) => log("log", a),
+    });
+  }
 
   // ---- services.secret (spec §10.1): synchronous, answered here ----
   // The attempt knows the NAMES of the secrets set, never their values: a reference
@@ -359,12 +364,14 @@
     return v;
   }
 
-  // The attempt's inputs, as primitives and JSON texts (_runner.py). `stepsPart` is
-  // prelude-steps.js's function, handed over by the worker only when earlier steps have
-  // results (most attempts never load it). Runs before the script is compiled.
+  // The attempt's inputs, as primitives and JSON texts (_runner.py); `attemptText` and
+  // `servicesText` are null, and `withConsole` false, for a script that cannot name
+  // them. `stepsPart` is prelude-steps.js's function, handed over by the worker only
+  // when earlier steps have results (most attempts never load it). Runs before the
+  // script is compiled.
   function configure(lastLine, padLines, nowMs, contextText, attemptText, payloadText,
-                     servicesText, secretsText, maxLogLines, maxLogChars, maxDepth,
-                     stepCount, stepsPart) {
+                     servicesText, secretsText, withConsole, maxLogLines, maxLogChars,
+                     maxDepth, stepCount, stepsPart) {
     delete g[hostGlobal];
     LAST_LINE = lastLine;
     PAD_LINES = padLines;
@@ -383,8 +390,9 @@
       if (names[i] !== "steps") put(names[i], deepFreeze(given[names[i]]));
     }
     context = freeze(ctx);
-    attempt = deepFreeze(parse(attemptText));
-    services = buildServices(parse(servicesText), parse(secretsText));
+    if (attemptText !== null) attempt = deepFreeze(parse(attemptText));
+    if (servicesText !== null) services = buildServices(parse(servicesText), parse(secretsText));
+    if (withConsole) consoleObject = makeConsole();
   }
 
   // ---- running and reporting ----
