@@ -312,6 +312,35 @@ def test_context_and_attempt_are_deeply_frozen_and_writes_throw(
     )
 
 
+# What a script can tell of its arguments: the same whichever way it reaches them (the
+# worker builds `attempt`, `services` and `console` only for a script that can).
+REACHED = ["object", 2, True, "function", "function", "function"]
+
+
+@pytest.mark.parametrize(
+    "script",
+    [
+        "return [typeof attempt, attempt.number, Object.isFrozen(services),"
+        " typeof services.http.request, typeof services.secret, typeof console.log]",
+        "const [c, a, s, k] = arguments;\n"
+        "return [typeof a, a.number, Object.isFrozen(s), typeof s.http.request,"
+        " typeof s.secret, typeof k.log]",
+        "return eval('[typeof a' + 'ttempt, a' + 'ttempt.number, Object.isFrozen(s' +"
+        " 'ervices), typeof s' + 'ervices.http.request, typeof s' + 'ervices.secret,"
+        " typeof c' + 'onsole.log]')",
+        "return [typeof \\u0061ttempt, \\u0061ttempt.number, Object.isFrozen(serv\\u0069ces),"
+        " typeof serv\\u0069ces.http.request, typeof serv\\u0069ces.secret,"
+        " typeof c\\u006fnsole.log]",
+    ],
+    ids=["by name", "through arguments", "through eval", "by escaped names"],
+)
+def test_a_script_finds_its_arguments_every_way_it_can_name_them(
+    worker: ScriptWorker, script: str
+) -> None:
+    result, _ = attempt(worker, script)
+    assert (result.outcome, result.result) == ("succeeded", REACHED)
+
+
 def test_date_reads_the_runs_clock(worker: ScriptWorker) -> None:
     script = (
         "return [new Date().getUTCFullYear(), Date.now() - 978307200000 < 5000,"

@@ -212,3 +212,72 @@ def test_pointers_that_are_not_a_context_are_refused_without_a_crash(
     assert found is not None
     assert reason in found
     assert check_pointers(lib, runtime, context, owner=id(ctx)) is None
+
+
+# ---- the lazy parts, read when an attempt needs them (prelude.js `factory`) ------------
+
+
+def test_a_value_lands_only_in_an_object_of_its_own_context(bytecode: Bytecode) -> None:
+    function = bytecode.compile("(function () { return 6 * 7; })", keep_lines=False)
+    assert function is not None
+    ctx, other = quickjs.Context(), quickjs.Context()
+    holder = ctx.eval("globalThis.h = { __proto__: null }")
+    assert function.define(ctx, holder, "part")
+    assert ctx.eval("h.part()") == 42
+    # A held object of another context, or anything but a held object, is refused
+    # unread: the binding's Object layout is trusted only for this context's own.
+    foreign = other.eval("globalThis.h = { __proto__: null }")
+    for wrong in (foreign, "h", 7, None):
+        assert not function.define(ctx, wrong, "again")
+    assert ctx.eval("'again' in h") is False
+    assert other.eval("'part' in h || 'again' in h") is False
+
+
+class _Channel:
+    """The worker's end of the pipes, in memory: what the attempt sends."""
+
+    def __init__(self) -> None:
+        self.sent: list[dict[str, Any]] = []
+
+    def send(self, message: Any) -> None:
+        self.sent.append(dict(message))
+
+
+@pytest.mark.parametrize(
+    ("script", "parts", "outcome"),
+    [
+        ('throw new Error("x");', [], "threw"),
+        ("return 1 + 1;", [], "succeeded"),
+        ("console.log(1);\nconsole.warn(2);\nreturn 1;", ["console"], "succeeded"),
+        ("return {a: [1]};", ["results"], "succeeded"),
+        ("throw {code: 7};", ["console"], "threw"),
+        ("await services.sleep(10n);", ["services"], "threw"),
+    ],
+)
+def test_a_lazy_part_is_read_exactly_when_an_attempt_needs_it(
+    bytecode: Bytecode, monkeypatch: pytest.MonkeyPatch, script: str, parts: list[str],
+    outcome: str,
+) -> None:
+    from woml_magic.runtime import AttemptRequest, _contexts, _runner, worker
+
+    contexts = _contexts.Contexts(bytecode)
+    read: list[str] = []
+    real_part = contexts.part
+
+    def part(ctx: quickjs.Context, name: Any, holder: Any) -> bool:
+        read.append(name)
+        return real_part(ctx, name, holder)
+
+    monkeypatch.setattr(contexts, "part", part)
+    request = AttemptRequest(
+        script=script, script_line=1, script_column=1, context={"payload": None},
+        attempt={"number": 1}, now_ms=lambda: 0.0,
+    )
+    for attempt_id in (1, 2):  # each attempt's fresh context reads its own parts
+        read.clear()
+        channel = _Channel()
+        contexts.prepare_spare()  # as the worker process does between attempts
+        command = worker._run_command(request, attempt_id)
+        _runner.AttemptRunner(channel, command, contexts).run()  # type: ignore[arg-type]
+        assert read == parts
+        assert channel.sent[-1]["outcome"] == outcome
