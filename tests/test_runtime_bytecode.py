@@ -252,6 +252,8 @@ class _Channel:
         ("return {a: [1]};", ["results"], "succeeded"),
         ("throw {code: 7};", ["console"], "threw"),
         ("await services.sleep(10n);", ["services"], "threw"),
+        ('return services.secret("PW");', ["secrets"], "threw"),  # none is set
+        ('return btoa("x") + btoa("y");', ["secrets"], "succeeded"),
     ],
 )
 def test_a_lazy_part_is_read_exactly_when_an_attempt_needs_it(

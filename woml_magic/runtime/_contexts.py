@@ -35,7 +35,7 @@ _HERE = Path(__file__).parent
 _PRELUDE = (_HERE / "prelude.js").read_text(encoding="utf-8")
 _PARTS = {
     name: (_HERE / f"prelude-{name}.js").read_text(encoding="utf-8")
-    for name in ("console", "services", "results")
+    for name in ("console", "services", "results", "secrets")
 }
 _PRELUDE_GLOBAL = "__womlPrelude"
 _EMIT_GLOBAL = "__womlEmit"

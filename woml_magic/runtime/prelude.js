@@ -69,7 +69,6 @@
   const test = RegExp.prototype.test;
   const ObjectProto = Object.prototype;
   const objectToString = ObjectProto.toString;
-  const { max } = Math;
   const ArrayProto = Array.prototype;
   const promiseReject = Promise.reject;
   const MapCtor = Map;
@@ -88,7 +87,7 @@
         __proto__: null,
         keys, freeze, getPrototypeOf, defineProperty, apply, stringify, parse, join,
         isWellFormed, toWellFormed, slice, isFiniteNumber, isArray, isView, charCodeAt,
-        toUpperCase, numberToString, test, objectToString, max, ObjectProto, ArrayProto,
+        toUpperCase, numberToString, test, objectToString, ObjectProto, ArrayProto,
         PromiseCtor, promiseReject, ErrorCtor, TypeErrorCtor, RangeErrorCtor, StringCtor,
         MapCtor, SetCtor, WeakMapCtor, WeakSetCtor, ArrayBufferCtor, toStringTag, indexOf,
       });
@@ -277,53 +276,18 @@
     });
   }
 
-  // ---- services.secret (spec §10.1): synchronous, answered here ----
-  // The attempt knows the NAMES of the secrets set, never their values: a reference
-  // is a plain string the kernel replaces by the value when it sends a request.
-  const SECRET_OPEN = "\u27e6woml-secret:";
-  const SECRET_CLOSE = "\u27e7";
-  const SECRET_HOW = ". Set one with %woml secret NAME, Woml.secrets, or "
-    + "wm.run(..., secrets={...})";
+  // ---- services.secret and btoa (spec §10.1); their checks are in prelude-secrets.js ----
   function secretStub(secretNames) {
-    const known = { __proto__: null };
-    for (let i = 0; i < secretNames.length; i++) known[secretNames[i]] = true;
-    const listing = secretNames.length === 0 ? "no secrets are set"
-      : "the secrets set are: " + apply(join, secretNames, [", "]);
     return function secret(...args) {
-      const n = args.length === 1 ? args[0] : undefined;
-      if (typeof n !== "string") {
-        throw new TypeErrorCtor("services.secret(name) takes the name of a secret as a "
-          + 'string, e.g. services.secret("STRIPE")');
-      }
-      if (known[n] !== true) {
-        const quoted = stringify(n);
-        throw new TypeErrorCtor("services.secret(" + quoted + "): no secret " + quoted
-          + "; " + listing + SECRET_HOW);
-      }
-      return SECRET_OPEN + n + SECRET_CLOSE;
+      return lib("secrets").secret(secretNames, args);
     };
   }
-
-  // btoa of a reference would base64 the reference's own text, which no server can
-  // read: the value exists only in the kernel, when the request is sent. So it is
-  // refused, with the way to send what it is almost always for: HTTP Basic auth.
-  // (Captured string methods, not a RegExp: RegExp.prototype.exec is the script's.)
   const nativeBtoa = g.btoa;
-  const SECRET_OPEN_ENCODED = "%E2%9F%A6WOML-SECRET%3A";
   if (typeof nativeBtoa === "function") {
     defineProperty(g, "btoa", {
       __proto__: null, writable: true, enumerable: false, configurable: true,
       value: function btoa(data) {
-        const text = StringCtor(data);
-        if (apply(indexOf, text, [SECRET_OPEN]) !== -1 || apply(indexOf,
-          apply(toUpperCase, text, []), [SECRET_OPEN_ENCODED]) !== -1) {
-          throw new TypeErrorCtor("btoa() cannot encode a secret reference (its value "
-            + "exists only in the kernel, when a request is sent); for HTTP Basic auth put "
-            + 'the reference in the URL\'s userinfo, url: "https://alice:" + '
-            + 'services.secret("PW") + "@api.example.com/", and the kernel sends '
-            + "Authorization: Basic with the value");
-        }
-        return apply(nativeBtoa, g, [text]);
+        return apply(nativeBtoa, g, [lib("secrets").btoaText(data)]);
       },
     });
   }
