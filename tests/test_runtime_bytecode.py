@@ -283,3 +283,28 @@ def test_a_lazy_part_is_read_exactly_when_an_attempt_needs_it(
         _runner.AttemptRunner(channel, command, contexts).run()  # type: ignore[arg-type]
         assert read == parts
         assert channel.sent[-1]["outcome"] == outcome
+
+
+def test_a_script_seen_twice_is_read_from_bytecode_however_short(
+    bytecode: Bytecode, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from woml_magic.runtime import _contexts
+    from woml_magic.runtime.wrapper import function_length, wrap
+
+    compiled: list[str] = []
+    real_compile = bytecode.compile
+
+    def compile_(source: str, **kw: Any) -> Any:
+        compiled.append(source)
+        return real_compile(source, **kw)
+
+    monkeypatch.setattr(bytecode, "compile", compile_)
+    scripts = _contexts.Scripts(bytecode)
+    script = 'throw new Error("x");'
+    lengths = []
+    for _ in range(3):
+        ctx = quickjs.Context()
+        main = scripts.evaluate(ctx, script, None, strict=True)
+        lengths.append(ctx.eval("f => f.toString().length")(main))
+    assert len(compiled) == 1  # made at the second attempt, reused at the third
+    assert lengths == [function_length(wrap(script))] * 3
