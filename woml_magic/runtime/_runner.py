@@ -87,6 +87,13 @@ def _encode_names(names: tuple[str, ...]) -> str:
     return _encode(list(names))
 
 
+@functools.lru_cache(maxsize=64)
+def _expected_length(script: str) -> int:
+    """``toString().length`` of the function ``wrap(script)`` defines: a retried step's
+    script is measured once."""
+    return function_length(wrap(script))
+
+
 def _bounded(text: Any) -> str:
     """An error's name or message as sent: a string of at most ``MAX_ERROR_CHARS``."""
     value = text if isinstance(text, str) else str(text)
@@ -289,7 +296,7 @@ class AttemptRunner:
                 detail = str(error).split("\n", 1)[0]
                 self._done(THREW, "SyntaxError", f"{CLOSES_EARLY} ({detail})", None)
                 return
-        host("start", main, function_length(wrap(evaluated)))
+        host("start", main, _expected_length(evaluated))
         while True:
             self._run_jobs(ctx)
             report = json.loads(host("finish"))
