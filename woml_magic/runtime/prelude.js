@@ -24,11 +24,12 @@
 // QuickJS may hand other strings over as ropes Python cannot read.
 //
 // This file holds only what every attempt needs. Console formatting, the services
-// bridge and the result validator are in prelude-console.js, prelude-services.js and
-// prelude-results.js; each is set up in the attempt's context the first time the
-// attempt needs it (see `lib`). The worker hands them over either as functions
-// (read with this file from bytecode, see _bytecode.py) or as source text, which
-// is then compiled on first use: compiling costs about 1 µs per 25 bytes.
+// bridge, the result validator and the checks of services.secret and btoa are in
+// prelude-console.js, prelude-services.js, prelude-results.js and prelude-secrets.js;
+// each is set up in the attempt's context the first time the attempt needs it (see
+// `lib`). The worker reads each from its own bytecode then (`parts` is null; see
+// `factory`, _bytecode.py), or hands over their source texts, compiled on first use:
+// compiling costs about 1 µs per 25 bytes.
 (function (emitRaw, parts, fixed) {
   "use strict";
 
