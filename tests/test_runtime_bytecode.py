@@ -243,6 +243,37 @@ class _Channel:
         self.sent.append(dict(message))
 
 
+def _parts_read(
+    bytecode: Bytecode, monkeypatch: pytest.MonkeyPatch, script: str, context: dict[str, Any]
+) -> list[tuple[list[str], str]]:
+    """The lazy parts each of two attempts of ``script`` read, with its outcome: run by
+    the worker process's own classes, in this process."""
+    from woml_magic.runtime import AttemptRequest, _contexts, _runner, worker
+
+    contexts = _contexts.Contexts(bytecode)
+    read: list[str] = []
+    real_part = contexts.part
+
+    def part(ctx: quickjs.Context, name: Any, holder: Any) -> bool:
+        read.append(name)
+        return real_part(ctx, name, holder)
+
+    monkeypatch.setattr(contexts, "part", part)
+    request = AttemptRequest(
+        script=script, script_line=1, script_column=1, context=context,
+        attempt={"number": 1}, now_ms=lambda: 0.0,
+    )
+    seen = []
+    for attempt_id in (1, 2):  # each attempt's fresh context reads its own parts
+        read.clear()
+        channel = _Channel()
+        contexts.prepare_spare()  # as the worker process does between attempts
+        command = worker._run_command(request, attempt_id)
+        _runner.AttemptRunner(channel, command, contexts).run()  # type: ignore[arg-type]
+        seen.append((list(read), channel.sent[-1]["outcome"]))
+    return seen
+
+
 @pytest.mark.parametrize(
     ("script", "parts", "outcome"),
     [
@@ -260,29 +291,19 @@ def test_a_lazy_part_is_read_exactly_when_an_attempt_needs_it(
     bytecode: Bytecode, monkeypatch: pytest.MonkeyPatch, script: str, parts: list[str],
     outcome: str,
 ) -> None:
-    from woml_magic.runtime import AttemptRequest, _contexts, _runner, worker
+    seen = _parts_read(bytecode, monkeypatch, script, {"payload": None})
+    assert seen == [(parts, outcome)] * 2
 
-    contexts = _contexts.Contexts(bytecode)
-    read: list[str] = []
-    real_part = contexts.part
 
-    def part(ctx: quickjs.Context, name: Any, holder: Any) -> bool:
-        read.append(name)
-        return real_part(ctx, name, holder)
-
-    monkeypatch.setattr(contexts, "part", part)
-    request = AttemptRequest(
-        script=script, script_line=1, script_column=1, context={"payload": None},
-        attempt={"number": 1}, now_ms=lambda: 0.0,
-    )
-    for attempt_id in (1, 2):  # each attempt's fresh context reads its own parts
-        read.clear()
-        channel = _Channel()
-        contexts.prepare_spare()  # as the worker process does between attempts
-        command = worker._run_command(request, attempt_id)
-        _runner.AttemptRunner(channel, command, contexts).run()  # type: ignore[arg-type]
-        assert read == parts
-        assert channel.sent[-1]["outcome"] == outcome
+def test_context_steps_is_read_as_a_part_only_after_a_step_has_a_result(
+    bytecode: Bytecode, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Reading a step's result would ask the kernel: this script only checks the proxy.
+    script = 'if (typeof context.steps !== "object") throw new Error("no steps");\nreturn 1;'
+    first = _parts_read(bytecode, monkeypatch, script, {"payload": None})
+    later = _parts_read(bytecode, monkeypatch, script, {"payload": None, "steps": {"a": 1}})
+    assert first == [([], "succeeded")] * 2
+    assert later == [(["steps"], "succeeded")] * 2
 
 
 def test_a_script_seen_twice_is_read_from_bytecode_however_short(

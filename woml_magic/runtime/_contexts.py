@@ -35,17 +35,13 @@ _HERE = Path(__file__).parent
 _PRELUDE = (_HERE / "prelude.js").read_text(encoding="utf-8")
 _PARTS = {
     name: (_HERE / f"prelude-{name}.js").read_text(encoding="utf-8")
-    for name in ("console", "services", "results", "secrets")
+    for name in ("console", "services", "results", "secrets", "steps")
 }
 _PRELUDE_GLOBAL = "__womlPrelude"
 _EMIT_GLOBAL = "__womlEmit"
 _MAIN_GLOBAL = "__womlMain"
 # The lazy parts as one JS object literal of source strings (the compiled-from-source way).
 _PARTS_SOURCE = json.dumps(_PARTS)
-# `context.steps` (prelude-steps.js) apart: most attempts never need it, and reading
-# bytecode costs time in proportion to its size.
-_STEPS_SOURCE = (_HERE / "prelude-steps.js").read_text(encoding="utf-8")
-_STEPS_GLOBAL = "__womlSteps"
 
 
 # What prelude.js takes as `fixed`: the same for every attempt of the worker process.
@@ -132,16 +128,6 @@ class Prepared:
     def _ready(self, host: Any) -> None:
         self.host = host
 
-    def steps_part(self, script_lines: int) -> Any:
-        """prelude-steps.js's function in this context: read from bytecode when the
-        spare's padding covers the script, else compiled (padded the same way)."""
-        code = self._contexts.steps_code
-        if script_lines <= SPARE_LINES and code is not None and code.load(self.ctx):
-            part = self.ctx.get(_STEPS_GLOBAL)
-            self.ctx.eval(f"delete globalThis.{_STEPS_GLOBAL}")
-            return part
-        return self.ctx.eval(padding(script_lines) + _STEPS_SOURCE)
-
 
 class Scripts:
     """Wrapped scripts evaluated into attempts' contexts, as bytecode once seen twice.
@@ -213,7 +199,6 @@ class Contexts:
 
     def __init__(self, bytecode: Bytecode | None, reason: str | None = None) -> None:
         self.prelude_code: CompiledScript | None = None
-        self.steps_code: CompiledScript | None = None
         self.part_code: dict[str, CompiledScript | None] = {}
         if bytecode is not None:
             self.prelude_code = bytecode.compile(
@@ -226,11 +211,6 @@ class Contexts:
             if self.prelude_code is None or None in self.part_code.values():
                 bytecode, reason = None, "the prelude did not compile to bytecode"
                 self.prelude_code, self.part_code = None, {}
-            else:
-                self.steps_code = bytecode.compile(
-                    padding(SPARE_LINES) + f"globalThis.{_STEPS_GLOBAL} = {_STEPS_SOURCE};",
-                    keep_lines=False,
-                )
         self.reason = reason
         self.router = Router()
         self.scripts = Scripts(bytecode)

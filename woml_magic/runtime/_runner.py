@@ -276,7 +276,6 @@ class AttemptRunner:
             self.max_log_bytes,
             self.max_depth,
             steps,
-            prepared.steps_part(lines) if steps > 0 else None,
         )
         main, evaluated = None, script
         if instrumented != script:

@@ -331,12 +331,12 @@
 
   // The attempt's inputs, as primitives and JSON texts (_runner.py); `attemptText` and
   // `servicesText` are null, and `withConsole` false, for a script that cannot name
-  // them. `stepsPart` is prelude-steps.js's function, handed over by the worker only
-  // when earlier steps have results (most attempts never load it). Runs before the
+  // them. `context.steps` is prelude-steps.js's proxy, set up only when earlier steps
+  // have results (most attempts never load that part). Runs before the
   // script is compiled.
   function configure(lastLine, padLines, nowMs, contextText, attemptText, payloadText,
                      servicesText, secretsText, withConsole, maxLogLines, maxLogChars,
-                     maxDepth, stepCount, stepsPart) {
+                     maxDepth, stepCount) {
     delete g[hostGlobal];
     LAST_LINE = lastLine;
     PAD_LINES = padLines;
@@ -349,7 +349,7 @@
     });
     put("payload", deepFreeze(parse(payloadText)));
     // No proxy for a run's first step (or a lone step): nothing to fetch.
-    put("steps", stepCount > 0 ? stepsPart(intrinsics(), emitRaw, deepFreeze) : freeze({}));
+    put("steps", stepCount > 0 ? factory("steps")(intrinsics(), emitRaw, deepFreeze) : freeze({}));
     const names = keys(given);
     for (let i = 0; i < names.length; i++) {
       if (names[i] !== "steps") put(names[i], deepFreeze(given[names[i]]));
