@@ -214,24 +214,34 @@
   function caught(e) {
     if (e === null) {
       nullCaught = true;
-    } else if (!oomSeen && typeof e === "object") {
-      // An out-of-memory error whose stack could not be built never met the hook.
-      try {
-        if (getPrototypeOf(e) === InternalErrorProto && e.message === "out of memory") {
-          oomSeen = true;
-        }
-      } catch {
-        // not an engine error then
-      }
+    } else if (!oomSeen && isEngineOom(e)) {
+      oomSeen = true;
     }
     return e;
   }
-  // Promise rejection handlers see the same `null`.
+
+  // Whether `e` is the engine's out-of-memory error. One whose stack could not be built
+  // never met the hook; one whose message and stack could not even be added is a bare
+  // InternalError with no own property (seen caught at 16 MiB when the bomb's last
+  // allocation left room for the error object alone), which no engine error is
+  // otherwise. (A script can build one on purpose, as it can `throw null`: it
+  // chooses `crash`.)
+  function isEngineOom(e) {
+    if (e === null || typeof e !== "object") return false;
+    try {
+      return getPrototypeOf(e) === InternalErrorProto && (e.message === "out of memory"
+        || (!apply(hasOwn, e, ["message"]) && !apply(hasOwn, e, ["stack"])));
+    } catch {
+      return false;  // not an engine error then
+    }
+  }
+  // Promise rejection handlers see the same `null` and bare errors.
   Promise.prototype.then = function then(onFulfilled, onRejected) {
     if (typeof onRejected === "function") {
       const handler = onRejected;
       onRejected = function (reason) {
         if (reason === null) nullCaught = true;
+        else if (!oomSeen && isEngineOom(reason)) oomSeen = true;
         return apply(handler, this, [reason]);
       };
     }
@@ -453,6 +463,7 @@
         error = describeRejection(e);
       }
     } else if (state === "rejected") {
+      if (!oomSeen && isEngineOom(rejection)) oomSeen = true;
       error = describeRejection(rejection);
     }
     const fields = [
