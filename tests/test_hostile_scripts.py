@@ -144,7 +144,7 @@ PATCHES = {
     "Array.prototype.join": "Array.prototype.join = function () { return 'forged'; };",
     "Object.prototype getters": (
         "for (const k of ['text', 'ok', 'state', 'outcome', 'message', 'error', 'oom',"
-        " 'pendingCalls', 'nullCaught', 'id', 'value', 'props', 'result'])"
+        " 'pendingCalls', 'nullCaught', 'id', 'value', 'props', 'result', 'part'])"
         " Object.defineProperty(Object.prototype, k, {__proto__: null,"
         " get() { return 'forged'; }, configurable: true});"
     ),
@@ -179,6 +179,14 @@ PATCHES = {
     "Error.prepareStackTrace": (
         "try { Error.prepareStackTrace = () => 'forged'; } catch {}"
     ),
+    # The lazy parts are read into the context while the script runs (prelude.js
+    # `factory`): never through the global object, which these would intercept.
+    "a proxy behind the global object": (
+        "Object.setPrototypeOf(globalThis, new Proxy({}, {get() { return 'forged'; },"
+        " set() { throw new Error('forged'); }, has(t, k) { return k !== 'console'; },"
+        " defineProperty() { throw new Error('forged'); }}));"
+    ),
+    "a global object that cannot grow": "Object.preventExtensions(globalThis);",
 }
 
 

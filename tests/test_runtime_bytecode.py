@@ -212,3 +212,120 @@ def test_pointers_that_are_not_a_context_are_refused_without_a_crash(
     assert found is not None
     assert reason in found
     assert check_pointers(lib, runtime, context, owner=id(ctx)) is None
+
+
+# ---- the lazy parts, read when an attempt needs them (prelude.js `factory`) ------------
+
+
+def test_a_value_lands_only_in_an_object_of_its_own_context(bytecode: Bytecode) -> None:
+    function = bytecode.compile("(function () { return 6 * 7; })", keep_lines=False)
+    assert function is not None
+    ctx, other = quickjs.Context(), quickjs.Context()
+    holder = ctx.eval("globalThis.h = { __proto__: null }")
+    assert function.define(ctx, holder, "part")
+    assert ctx.eval("h.part()") == 42
+    # A held object of another context, or anything but a held object, is refused
+    # unread: the binding's Object layout is trusted only for this context's own.
+    foreign = other.eval("globalThis.h = { __proto__: null }")
+    for wrong in (foreign, "h", 7, None):
+        assert not function.define(ctx, wrong, "again")
+    assert ctx.eval("'again' in h") is False
+    assert other.eval("'part' in h || 'again' in h") is False
+
+
+class _Channel:
+    """The worker's end of the pipes, in memory: what the attempt sends."""
+
+    def __init__(self) -> None:
+        self.sent: list[dict[str, Any]] = []
+
+    def send(self, message: Any) -> None:
+        self.sent.append(dict(message))
+
+
+def _parts_read(
+    bytecode: Bytecode, monkeypatch: pytest.MonkeyPatch, script: str, context: dict[str, Any]
+) -> list[tuple[list[str], str]]:
+    """The lazy parts each of two attempts of ``script`` read, with its outcome: run by
+    the worker process's own classes, in this process."""
+    from woml_magic.runtime import AttemptRequest, _contexts, _runner, worker
+
+    contexts = _contexts.Contexts(bytecode)
+    read: list[str] = []
+    real_part = contexts.part
+
+    def part(ctx: quickjs.Context, name: Any, holder: Any) -> bool:
+        read.append(name)
+        return real_part(ctx, name, holder)
+
+    monkeypatch.setattr(contexts, "part", part)
+    request = AttemptRequest(
+        script=script, script_line=1, script_column=1, context=context,
+        attempt={"number": 1}, now_ms=lambda: 0.0,
+    )
+    seen = []
+    for attempt_id in (1, 2):  # each attempt's fresh context reads its own parts
+        read.clear()
+        channel = _Channel()
+        contexts.prepare_spare()  # as the worker process does between attempts
+        command = worker._run_command(request, attempt_id)
+        _runner.AttemptRunner(channel, command, contexts).run()  # type: ignore[arg-type]
+        seen.append((list(read), channel.sent[-1]["outcome"]))
+    return seen
+
+
+@pytest.mark.parametrize(
+    ("script", "parts", "outcome"),
+    [
+        ('throw new Error("x");', [], "threw"),
+        ("return 1 + 1;", [], "succeeded"),
+        ("console.log(1);\nconsole.warn(2);\nreturn 1;", ["console"], "succeeded"),
+        ("return {a: [1]};", ["results"], "succeeded"),
+        ("throw {code: 7};", ["console"], "threw"),
+        ("await services.sleep(10n);", ["services"], "threw"),
+        ('return services.secret("PW");', ["secrets"], "threw"),  # none is set
+        ('return btoa("x") + btoa("y");', ["secrets"], "succeeded"),
+    ],
+)
+def test_a_lazy_part_is_read_exactly_when_an_attempt_needs_it(
+    bytecode: Bytecode, monkeypatch: pytest.MonkeyPatch, script: str, parts: list[str],
+    outcome: str,
+) -> None:
+    seen = _parts_read(bytecode, monkeypatch, script, {"payload": None})
+    assert seen == [(parts, outcome)] * 2
+
+
+def test_context_steps_is_read_as_a_part_only_after_a_step_has_a_result(
+    bytecode: Bytecode, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Reading a step's result would ask the kernel: this script only checks the proxy.
+    script = 'if (typeof context.steps !== "object") throw new Error("no steps");\nreturn 1;'
+    first = _parts_read(bytecode, monkeypatch, script, {"payload": None})
+    later = _parts_read(bytecode, monkeypatch, script, {"payload": None, "steps": {"a": 1}})
+    assert first == [([], "succeeded")] * 2
+    assert later == [(["steps"], "succeeded")] * 2
+
+
+def test_a_script_seen_twice_is_read_from_bytecode_however_short(
+    bytecode: Bytecode, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from woml_magic.runtime import _contexts
+    from woml_magic.runtime.wrapper import function_length, wrap
+
+    compiled: list[str] = []
+    real_compile = bytecode.compile
+
+    def compile_(source: str, **kw: Any) -> Any:
+        compiled.append(source)
+        return real_compile(source, **kw)
+
+    monkeypatch.setattr(bytecode, "compile", compile_)
+    scripts = _contexts.Scripts(bytecode)
+    script = 'throw new Error("x");'
+    lengths = []
+    for _ in range(3):
+        ctx = quickjs.Context()
+        main = scripts.evaluate(ctx, script, None, strict=True)
+        lengths.append(ctx.eval("f => f.toString().length")(main))
+    assert len(compiled) == 1  # made at the second attempt, reused at the third
+    assert lengths == [function_length(wrap(script))] * 3

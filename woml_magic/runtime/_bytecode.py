@@ -19,7 +19,9 @@ prelude from source: the same behaviour, ≈ 2.6 times fewer attempts per second
 - the library loads with the functions typed, on a 64-bit build;
 - on a fresh ``Context``, the two pointers pass ``check_pointers``, which dereferences
   nothing it has not proven readable (see there);
-- bytecode written and read back evaluates to what its source does.
+- bytecode written and read back evaluates to what its source does, and its value
+  lands in an object a binding ``Object`` holds (``define``; that struct's layout is
+  checked the same way: its owner must be the very ``Context``).
 
 The bytecode is made once per worker process, in a scratch context, by the same
 library that reads it, so its format always matches.
@@ -54,10 +56,18 @@ _STRIP_SOURCE = 1 << 4
 # much faster; ``compile(keep_lines=False)``). The worker's prelude needs none: a frame
 # without a line is never taken for a script frame (prelude.js `prepareStackTrace`).
 _STRIP_DEBUG = 1 << 5
+_TAG_OBJECT = -1
 _TAG_UNDEFINED = 3
 _TAG_EXCEPTION = 6
 _TAG_FUNCTION_BYTECODE = -2
 _PROBE_NAME = "__womlBytecodeProbe"
+# The binding's ``Object`` (a JS value handed to Python): ``PyObject_HEAD; RuntimeData
+# *runtime_data; JSValue object;``, where the runtime data is the ``Context`` object.
+_OBJECT_OWNER_OFFSET = 2 * _POINTER
+_OBJECT_VALUE_OFFSET = _OBJECT_OWNER_OFFSET + _POINTER
+_JS_VALUE_SIZE = 16
+# JS_PROP_CONFIGURABLE | JS_PROP_WRITABLE | JS_PROP_ENUMERABLE: an ordinary property.
+_PLAIN_PROPERTY = 7
 
 
 class BytecodeUnavailable(Exception):
@@ -87,6 +97,8 @@ def library() -> Any | None:
             "JS_ReadObject": (value, [ptr, ctypes.c_char_p, size, ctypes.c_int]),
             "JS_EvalFunction": (value, [ptr, value]),
             "JS_GetException": (value, [ptr]),
+            "JS_DefinePropertyValueStr": (ctypes.c_int, [ptr, value, ctypes.c_char_p, value,
+                                                         ctypes.c_int]),
             "JS_FreeValue": (None, [ptr, value]),
             "js_free": (None, [ptr, ptr]),
         }
@@ -169,6 +181,8 @@ class Bytecode:
             raise BytecodeUnavailable(reason)
         if quickjs.Context.__basicsize__ < _CONTEXT_OFFSET + _POINTER:
             raise BytecodeUnavailable("the binding's Context is smaller than its layout")
+        if quickjs.Object.__basicsize__ < _OBJECT_VALUE_OFFSET + _JS_VALUE_SIZE:
+            raise BytecodeUnavailable("the binding's Object is smaller than its layout")
         lib = library()
         if lib is None:
             raise BytecodeUnavailable("the binding's library does not export the C API")
@@ -190,6 +204,8 @@ class Bytecode:
         opened = cls(lib, type(ctx))
         if not opened._round_trips():
             raise BytecodeUnavailable("bytecode read back does not run as its source")
+        if not opened._defines():
+            raise BytecodeUnavailable("bytecode's value does not land in a held object")
         return opened
 
     def _pointer(self, ctx: quickjs.Context) -> int | None:
@@ -252,6 +268,54 @@ class Bytecode:
         ctx = quickjs.Context()
         return probe.load(ctx) and bool(ctx.get(_PROBE_NAME) == 42)
 
+    def _defines(self) -> bool:
+        """Whether a script read back from bytecode puts its value in a held object."""
+        probe = self.compile("(function () { return 6 * 7; })")
+        if probe is None:
+            return False
+        ctx = quickjs.Context()
+        holder = ctx.eval(f"globalThis.{_PROBE_NAME} = {{ __proto__: null }}")
+        return probe.define(ctx, holder, "part") and ctx.eval(f"{_PROBE_NAME}.part()") == 42
+
+    def _held(self, ctx: quickjs.Context, held: Any) -> _JSValue | None:
+        """The object a binding ``Object`` of ``ctx`` holds, read where the layout puts
+        it, within the Python object: its owner must be ``ctx`` itself and the value an
+        object; else None."""
+        if type(held) is not quickjs.Object:
+            return None
+        owner = ctypes.c_void_p.from_address(id(held) + _OBJECT_OWNER_OFFSET).value
+        if owner != id(ctx):
+            return None
+        value = _JSValue.from_address(id(held) + _OBJECT_VALUE_OFFSET)
+        if value.tag != _TAG_OBJECT or not value.u or value.u % _POINTER:
+            return None
+        return _JSValue(value.u, value.tag)
+
+    def define(self, data: bytes, ctx: quickjs.Context, held: Any, key: str) -> bool:
+        """Evaluate bytecode ``data`` in ``ctx`` and define its value as property ``key``
+        of the object ``held`` (a binding ``Object`` of ``ctx``): an own property, so no
+        setter or proxy of the script's is ever consulted. False if it could not be."""
+        lib = self._lib
+        context = self._pointer(ctx)
+        target = None if context is None else self._held(ctx, held)
+        if context is None or target is None:
+            return False
+        function = lib.JS_ReadObject(context, data, len(data), _BYTECODE)
+        if function.tag == _TAG_EXCEPTION:
+            self._discard(context, function)
+            return False
+        value = lib.JS_EvalFunction(context, function)  # takes over `function`
+        if value.tag == _TAG_EXCEPTION:
+            self._discard(context, value)
+            return False
+        # Takes over `value`; -1 with an exception pending, or 0, when it fails.
+        done = lib.JS_DefinePropertyValueStr(
+            context, target, key.encode("ascii"), value, _PLAIN_PROPERTY
+        )
+        if done != 1:
+            self._discard(context, _JSValue(0, _TAG_EXCEPTION))
+        return bool(done == 1)
+
     def load(self, data: bytes, ctx: quickjs.Context) -> bool:
         """Evaluate bytecode ``data`` in ``ctx``; False (nothing evaluated) if it could
         not be."""
@@ -278,3 +342,8 @@ class CompiledScript:
     def load(self, ctx: quickjs.Context) -> bool:
         """Evaluate the script in ``ctx``; False (nothing evaluated) if it could not be."""
         return self._bytecode.load(self._data, ctx)
+
+    def define(self, ctx: quickjs.Context, held: Any, key: str) -> bool:
+        """Evaluate the script in ``ctx`` and put its value in ``held[key]``
+        (``Bytecode.define``)."""
+        return self._bytecode.define(self._data, ctx, held, key)

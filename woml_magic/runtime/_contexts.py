@@ -18,7 +18,15 @@ from typing import Any, Protocol
 import quickjs
 
 from ._bytecode import Bytecode, CompiledScript
-from .wrapper import new_hook_name, padding, wrap, wrap_as_global, wrap_with_hook
+from .wrapper import (
+    CLOSES_EARLY,
+    FIRST_LINE,
+    new_hook_name,
+    padding,
+    wrap,
+    wrap_as_global,
+    wrap_with_hook,
+)
 
 MAX_STACK_BYTES = 1024 * 1024
 #: Scripts of up to this many lines run in the spare context made ahead of time.
@@ -27,18 +35,20 @@ _HERE = Path(__file__).parent
 _PRELUDE = (_HERE / "prelude.js").read_text(encoding="utf-8")
 _PARTS = {
     name: (_HERE / f"prelude-{name}.js").read_text(encoding="utf-8")
-    for name in ("console", "services", "results")
+    for name in ("console", "services", "results", "secrets", "steps")
 }
 _PRELUDE_GLOBAL = "__womlPrelude"
 _EMIT_GLOBAL = "__womlEmit"
-# Both deleted before any script runs: a script never finds them.
-_DELETE_GLOBALS = f"delete globalThis.{_EMIT_GLOBAL}; delete globalThis.{_PRELUDE_GLOBAL}"
+_MAIN_GLOBAL = "__womlMain"
 # The lazy parts as one JS object literal of source strings (the compiled-from-source way).
 _PARTS_SOURCE = json.dumps(_PARTS)
-# `context.steps` (prelude-steps.js) apart: most attempts never need it, and reading
-# bytecode costs time in proportion to its size.
-_STEPS_SOURCE = (_HERE / "prelude-steps.js").read_text(encoding="utf-8")
-_STEPS_GLOBAL = "__womlSteps"
+
+
+# What prelude.js takes as `fixed`: the same for every attempt of the worker process.
+_FIXED = json.dumps({
+    "firstLine": FIRST_LINE, "closesEarly": CLOSES_EARLY, "mainGlobal": _MAIN_GLOBAL,
+    "emitGlobal": _EMIT_GLOBAL, "hostGlobal": _PRELUDE_GLOBAL,
+})
 
 
 def prelude_source(pad: int, *, bytecode: bool) -> str:
@@ -47,19 +57,22 @@ def prelude_source(pad: int, *, bytecode: bool) -> str:
     The script reads the callable from the global ``Prepared`` adds (``_EMIT_GLOBAL``)
     and calls the prelude at once: its value (from source) or ``_PRELUDE_GLOBAL`` (as
     bytecode) is the host dispatcher, so a context costs no call from Python into the
-    prelude and no evaluation to fetch the callable. For bytecode the lazy parts are
-    function expressions compiled with the prelude; otherwise they are string
-    literals, compiled in a context only if its attempt needs them (prelude.js ``lib``).
+    prelude and no evaluation to fetch the callable. The prelude deletes both globals
+    itself (the second at ``configure``, before the script is compiled). The lazy parts
+    are set up in a context only if its attempt needs them (prelude.js ``lib``): for
+    bytecode the worker then reads each from its own bytecode (``Contexts.part``), so
+    a context reads none of them up front; otherwise they are string literals,
+    compiled then.
     """
     if bytecode:
-        parts = ", ".join(f"{json.dumps(name)}: {text}" for name, text in _PARTS.items())
         return (
             padding(pad)
             + f"globalThis.{_PRELUDE_GLOBAL} = ("
             + _PRELUDE
-            + f")(globalThis.{_EMIT_GLOBAL}, {{{parts}}});"
+            + f")(globalThis.{_EMIT_GLOBAL}, null, {_FIXED});"
         )
-    return padding(pad) + "(" + _PRELUDE + f")(globalThis.{_EMIT_GLOBAL}, {_PARTS_SOURCE})"
+    return (padding(pad) + "(" + _PRELUDE
+            + f")(globalThis.{_EMIT_GLOBAL}, {_PARTS_SOURCE}, {_FIXED})")
 
 
 class Emitter(Protocol):
@@ -113,33 +126,22 @@ class Prepared:
         return ctx
 
     def _ready(self, host: Any) -> None:
-        self.ctx.eval(_DELETE_GLOBALS)
         self.host = host
-
-    def steps_part(self, script_lines: int) -> Any:
-        """prelude-steps.js's function in this context: read from bytecode when the
-        spare's padding covers the script, else compiled (padded the same way)."""
-        code = self._contexts.steps_code
-        if script_lines <= SPARE_LINES and code is not None and code.load(self.ctx):
-            part = self.ctx.get(_STEPS_GLOBAL)
-            self.ctx.eval(f"delete globalThis.{_STEPS_GLOBAL}")
-            return part
-        return self.ctx.eval(padding(script_lines) + _STEPS_SOURCE)
 
 
 class Scripts:
     """Wrapped scripts evaluated into attempts' contexts, as bytecode once seen twice.
 
     A retried step runs the same script again (up to ten attempts, or a thousand runs
-    of one cell); QuickJS compiles about 25 bytes per microsecond, so from its second
-    attempt on a script of ``SMALL`` characters or more is read from bytecode made once
-    (``_bytecode.py``), when bytecode is available. Keyed by the exact script text.
+    of one cell), so from its second attempt on a script is read from bytecode made
+    once (``_bytecode.py``), when bytecode is available. Keyed by the exact script text.
+    Even a one-line script reads faster than it compiles in a fresh context (≈ 10 µs
+    less for `throw new Error("x")`, ≈ 20 µs for three lines); QuickJS compiles about
+    25 bytes per microsecond besides.
     """
 
     KEEP = 64
-    #: Shorter scripts compile faster than their bytecode is read (≈ 15 µs).
-    SMALL = 400
-    GLOBAL = "__womlMain"  # deleted by prelude.js `start`, before the script runs
+    GLOBAL = _MAIN_GLOBAL  # deleted by prelude.js `start`, before the script runs
 
     def __init__(self, bytecode: Bytecode | None) -> None:
         self._bytecode = bytecode
@@ -166,7 +168,7 @@ class Scripts:
             return None
 
     def _code(self, script: str, hook: str | None) -> CompiledScript | None:
-        if self._bytecode is None or len(script) < self.SMALL:
+        if self._bytecode is None:
             return None
         key = script if hook is None else hook + "\0" + script
         if key in self._compiled:
@@ -197,18 +199,18 @@ class Contexts:
 
     def __init__(self, bytecode: Bytecode | None, reason: str | None = None) -> None:
         self.prelude_code: CompiledScript | None = None
-        self.steps_code: CompiledScript | None = None
+        self.part_code: dict[str, CompiledScript | None] = {}
         if bytecode is not None:
             self.prelude_code = bytecode.compile(
                 prelude_source(SPARE_LINES, bytecode=True), keep_lines=False
             )
-            if self.prelude_code is None:
+            # Without line numbers, a part's frames can never pass for script frames.
+            self.part_code = {
+                name: bytecode.compile(text, keep_lines=False) for name, text in _PARTS.items()
+            }
+            if self.prelude_code is None or None in self.part_code.values():
                 bytecode, reason = None, "the prelude did not compile to bytecode"
-            else:
-                self.steps_code = bytecode.compile(
-                    padding(SPARE_LINES) + f"globalThis.{_STEPS_GLOBAL} = {_STEPS_SOURCE};",
-                    keep_lines=False,
-                )
+                self.prelude_code, self.part_code = None, {}
         self.reason = reason
         self.router = Router()
         self.scripts = Scripts(bytecode)
@@ -224,6 +226,12 @@ class Contexts:
         if not self._spare:
             with contextlib.suppress(Exception):  # a spare is an optimisation, never a failure
                 self._spare.append(Prepared(SPARE_LINES, self))
+
+    def part(self, ctx: quickjs.Context, name: Any, holder: Any) -> bool:
+        """Read lazy part ``name`` (prelude.js ``factory``) into ``ctx``, its function as
+        ``holder.part``; False if it could not be (memory ran out)."""
+        code = self.part_code.get(name) if isinstance(name, str) else None
+        return code is not None and code.define(ctx, holder, "part")
 
     def take(self, lines: int) -> Prepared:
         """A context for a script of ``lines`` lines: the spare if it serves them."""

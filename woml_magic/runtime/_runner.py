@@ -10,11 +10,12 @@ script does makes this code raise: everything is caught and reported.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
 import sys
-from typing import Any
+from typing import Any, NamedTuple
 
 import quickjs
 
@@ -23,7 +24,7 @@ from woml_magic.limits import JSONLimitError, loads_limited
 from woml_magic.outcomes import CRASH, INVALID_JSON, OVERSIZED, SUCCEEDED, THREW, Outcome
 
 from ._channel import Channel
-from ._contexts import Contexts, Scripts
+from ._contexts import Contexts
 from ._instrument import instrument_catches
 from .protocol import (
     LEVELS,
@@ -56,6 +57,43 @@ def _is_out_of_memory(error: BaseException) -> bool:
     return "out of memory" in text or text.strip() == "null"
 
 
+_encode = json.JSONEncoder().encode
+
+
+class Reach(NamedTuple):
+    """Which of its arguments besides ``context`` a script can reach at all."""
+
+    attempt: bool
+    services: bool
+    console: bool
+
+
+@functools.lru_cache(maxsize=64)
+def _reach(script: str) -> Reach:
+    """Which arguments the script can reach (spec §4.5): a parameter is reachable only
+    through its name, ``arguments`` or a direct ``eval`` (the body is strict: no
+    ``with``, no ``caller``), each spelled in the text or with a ``\\u`` escape. An
+    argument the text cannot reach is never built (prelude.js ``configure``): no
+    script can tell, and a throwing script is spared most of its setting up.
+    """
+    dynamic = "arguments" in script or "eval" in script or "\\" in script
+    return Reach(*(dynamic or name in script for name in Reach._fields))
+
+
+@functools.lru_cache(maxsize=16)
+def _encode_names(names: tuple[str, ...]) -> str:
+    """A list of names as JSON: the same few lists (``services``, ``secrets``) come with
+    every attempt."""
+    return _encode(list(names))
+
+
+@functools.lru_cache(maxsize=64)
+def _expected_length(script: str) -> int:
+    """``toString().length`` of the function ``wrap(script)`` defines: a retried step's
+    script is measured once."""
+    return function_length(wrap(script))
+
+
 def _bounded(text: Any) -> str:
     """An error's name or message as sent: a string of at most ``MAX_ERROR_CHARS``."""
     value = text if isinstance(text, str) else str(text)
@@ -82,6 +120,7 @@ class AttemptRunner:
         self.calls: set[int] = set()
         self._asked = 0
         self._every_step: dict[str, str] | None = None
+        self.ctx: quickjs.Context | None = None
 
     # -- what the prelude hands over (primitives only; see prelude.js) ------------------
     def emit(self, kind: Any, a: Any, b: Any, c: Any) -> str:
@@ -91,6 +130,8 @@ class AttemptRunner:
             return self._call(a, b, c)
         if kind == "need":
             return self._need(a)
+        if kind == "part":
+            return "" if self.ctx is not None and self.contexts.part(self.ctx, a, b) else "!"
         return "!"
 
     def _send_log(self, level: str, text: str) -> None:
@@ -199,29 +240,53 @@ class AttemptRunner:
             else:
                 self._done(CRASH, type(error).__name__,
                            f"internal error in the script runtime: {error}", None)
+        finally:
+            self.ctx = None  # the context is freed now, as the attempt ends
 
     def _run(self) -> None:
         command = self.command
         contexts = self.contexts
         script = command["script"]
         hook = contexts.hook
-        source = wrap(script)
         lines = engine_line_count(script)  # QuickJS's lines: LS and PS may end one
         instrumented = instrument_catches(script, hook)
+        reach = _reach(script)
         prepared = contexts.take(lines)
         contexts.router.current = self
-        ctx = prepared.ctx
+        ctx = self.ctx = prepared.ctx
         ctx.set_memory_limit(self.limit)
-        main, evaluated = None, source
+        host = prepared.host
+        steps = int(command["stepCount"])
+        # Configured before the script is even compiled: the prelude deletes the global
+        # it was fetched by, so code of a script that breaks out of its function never
+        # finds it.
+        host(
+            "configure",
+            last_line(lines),
+            len(padding(lines)),
+            command["nowMs"],
+            _encode(command["context"]),
+            _encode(command["attempt"]) if reach.attempt else None,
+            command["payload"],
+            _encode_names(tuple(command["services"])) if reach.services else None,
+            _encode_names(tuple(command.get("secrets", ()))),
+            reach.console,
+            self.max_log_lines,
+            # Only keeps huge strings in the context; the bytes are counted here.
+            self.max_log_bytes,
+            self.max_depth,
+            steps,
+        )
+        main, evaluated = None, script
         if instrumented != script:
             # Fall back to the script as written if the instrumentation misread it.
-            prepared.host("arm", hook)
+            host("arm", hook)
             main = contexts.scripts.evaluate(ctx, instrumented, hook)
             if main is not None:
-                evaluated = wrap(instrumented)
-            prepared.host("disarm", hook)
+                evaluated = instrumented
+            host("disarm", hook)
         if main is None:
-            evaluated = source
+            evaluated = script
             try:
                 main = contexts.scripts.evaluate(ctx, script, None, strict=True)
             except quickjs.JSException as error:
@@ -230,31 +295,7 @@ class AttemptRunner:
                 detail = str(error).split("\n", 1)[0]
                 self._done(THREW, "SyntaxError", f"{CLOSES_EARLY} ({detail})", None)
                 return
-        steps = int(command["stepCount"])
-        config = json.dumps(
-            {
-                "firstLine": FIRST_LINE,
-                "lastLine": last_line(lines),
-                "padLines": len(padding(lines)),
-                "nowMs": command["nowMs"],
-                "context": command["context"],
-                "attempt": command["attempt"],
-                "services": command["services"],
-                "secrets": command.get("secrets", []),
-                "maxLogLines": self.max_log_lines,
-                # Only keeps huge strings in the context; the bytes are counted here.
-                "maxLogChars": self.max_log_bytes,
-                "maxDepth": self.max_depth,
-                "stepCount": steps,
-                "expectedLength": function_length(evaluated),
-                "closesEarly": CLOSES_EARLY,
-                "mainGlobal": Scripts.GLOBAL,
-            }
-        )
-        host = prepared.host
-        part = prepared.steps_part(lines) if steps > 0 else None
-        host("configure", config, command["payload"], part)
-        host("start", main)
+        host("start", main, _expected_length(evaluated))
         while True:
             self._run_jobs(ctx)
             report = json.loads(host("finish"))

@@ -1,5 +1,5 @@
-// `context.steps` of one attempt (spec §3.6), a part of prelude.js that the worker
-// hands over only when earlier steps have results: results are fetched from the kernel
+// `context.steps` of one attempt (spec §3.6), a lazy part of prelude.js set up by
+// `configure` only when earlier steps have results: results are fetched from the kernel
 // the first time the script reads them, so an attempt costs the same in step 10,000
 // as in step 2. It behaves as a frozen plain object: reading a step asks for that step
 // only; anything that needs them all (keys, spreading, isFrozen, writes) fetches them

@@ -6,8 +6,9 @@
 // wrapper.py): a stack frame inside that range is a script frame, so error lines map
 // to cell lines without guessing.
 //
-// The expression below is a function of the host's emit callable and the lazy
-// parts; it returns one dispatcher `host(command, ...)` that the worker calls.
+// The expression below is a function of the host's emit callable, the lazy parts and
+// the worker's fixed names and texts (`fixed`, _contexts.prelude_source); it returns
+// one dispatcher `host(command, ...)` that the worker calls.
 //
 // The bridge is built so that the script cannot speak on it (spec §4.5):
 // - nothing here ever serialises an object: JSON.stringify consults `toJSON` through
@@ -23,12 +24,13 @@
 // QuickJS may hand other strings over as ropes Python cannot read.
 //
 // This file holds only what every attempt needs. Console formatting, the services
-// bridge and the result validator are in prelude-console.js, prelude-services.js and
-// prelude-results.js; each is set up in the attempt's context the first time the
-// attempt needs it (see `lib`). The worker hands them over either as functions
-// (read with this file from bytecode, see _bytecode.py) or as source text, which
-// is then compiled on first use: compiling costs about 1 µs per 25 bytes.
-(function (emitRaw, parts) {
+// bridge, the result validator and the checks of services.secret and btoa are in
+// prelude-console.js, prelude-services.js, prelude-results.js and prelude-secrets.js;
+// each is set up in the attempt's context the first time the attempt needs it (see
+// `lib`). The worker reads each from its own bytecode then (`parts` is null; see
+// `factory`, _bytecode.py), or hands over their source texts, compiled on first use:
+// compiling costs about 1 µs per 25 bytes.
+(function (emitRaw, parts, fixed) {
   "use strict";
 
   const { keys, freeze, isFrozen, getPrototypeOf, defineProperty } = Object;
@@ -56,22 +58,43 @@
   const perfNowFn = performance.now;
   const g = globalThis;
   const evaluate = g.eval; // called by name through a const: an indirect, global eval
-  // Parts read it after the script has run: no name may fall through to a prototype.
-  const I = freeze({
-    __proto__: null,
-    keys, freeze, getPrototypeOf, defineProperty, apply, stringify, parse, join,
-    isWellFormed, toWellFormed, slice, isFiniteNumber,
-    isArray: Array.isArray, isView: ArrayBuffer.isView,
-    charCodeAt: StringProto.charCodeAt, toUpperCase: StringProto.toUpperCase,
-    numberToString: Number.prototype.toString, test: RegExp.prototype.test,
-    objectToString: Object.prototype.toString, max: Math.max,
-    ObjectProto: Object.prototype, ArrayProto: Array.prototype, PromiseCtor,
-    promiseReject: Promise.reject,
-    ErrorCtor, TypeErrorCtor, RangeErrorCtor, StringCtor,
-    MapCtor: Map, SetCtor: Set, WeakMapCtor: WeakMap, WeakSetCtor: WeakSet,
-    ArrayBufferCtor: ArrayBuffer, toStringTag: Symbol.toStringTag,
-    indexOf,
-  });
+  // The names by which the worker handed over the emit callable and gets `host`: gone
+  // before any script is even compiled (the emit global now, `host`'s at `configure`).
+  delete g[fixed.emitGlobal];
+  const hostGlobal = fixed.hostGlobal;
+  // Only the lazy parts use these, but they are captured now, before the script runs.
+  const { isArray } = Array;
+  const { isView } = ArrayBuffer;
+  const { charCodeAt, toUpperCase } = StringProto;
+  const numberToString = Number.prototype.toString;
+  const test = RegExp.prototype.test;
+  const ObjectProto = Object.prototype;
+  const objectToString = ObjectProto.toString;
+  const ArrayProto = Array.prototype;
+  const promiseReject = Promise.reject;
+  const MapCtor = Map;
+  const SetCtor = Set;
+  const WeakMapCtor = WeakMap;
+  const WeakSetCtor = WeakSet;
+  const ArrayBufferCtor = ArrayBuffer;
+  const { toStringTag } = Symbol;
+  // What the parts get: made the first time one is set up (most attempts never need
+  // one, and an object of forty properties costs microseconds in a fresh context). Parts
+  // read it after the script has run: no name may fall through to a prototype.
+  let I = null;
+  function intrinsics() {
+    if (I === null) {
+      I = freeze({
+        __proto__: null,
+        keys, freeze, getPrototypeOf, defineProperty, apply, stringify, parse, join,
+        isWellFormed, toWellFormed, slice, isFiniteNumber, isArray, isView, charCodeAt,
+        toUpperCase, numberToString, test, objectToString, ObjectProto, ArrayProto,
+        PromiseCtor, promiseReject, ErrorCtor, TypeErrorCtor, RangeErrorCtor, StringCtor,
+        MapCtor, SetCtor, WeakMapCtor, WeakSetCtor, ArrayBufferCtor, toStringTag, indexOf,
+      });
+    }
+    return I;
+  }
 
   // A string Python can read: flat, never a rope (see above).
   function flat(s) {
@@ -87,34 +110,48 @@
     get() { return PromiseCtor; }, enumerable: false, configurable: false,
   });
 
-  // Set by `configure`, once per attempt: the script's JS lines (none until then) and
-  // how many blank lines put code below them (wrapper.py `padding`).
-  let FIRST_LINE = 1;
+  // The script's first JS line (wrapper.py); its last line and how many blank lines put
+  // code below it (wrapper.py `padding`) are set by `configure`, once per attempt.
+  const FIRST_LINE = fixed.firstLine;
   let LAST_LINE = 0;
   let PAD_LINES = 0;
   let settings = null;
+  // The script's arguments; `attempt`, `services` and `console` stay undefined for a
+  // script that cannot name them (_runner.py `_reach`).
   let context = null;
-  let attempt = null;
-  let services = null;
-  let expectedLength = -1;
-  let closesEarly = "";  // why a script whose length is not expectedLength is refused
-  let mainGlobal = "";  // where the worker's bytecode puts `main` (_contexts.Scripts)
+  let attempt;
+  let services;
+  let consoleObject;
+  const closesEarly = fixed.closesEarly;  // why a script that closes its function is refused
+  const mainGlobal = fixed.mainGlobal;  // where the worker's bytecode puts `main` (_contexts.Scripts)
 
   // ---- lazy parts: set up in this context on first use ----
   const loaded = { __proto__: null };
   function lib(name) {
     let part = loaded[name];
     if (part === undefined) {
-      let make = parts[name];
-      if (typeof make === "string") {
-        // Padded below the script's lines, like this prelude, so its frames never
-        // look like script frames.
-        make = evaluate(apply(repeat, "\n", [PAD_LINES]) + make);
-      }
-      part = make(I, emitRaw, settings);
+      part = factory(name)(intrinsics(), emitRaw, settings);
       loaded[name] = part;
     }
     return part;
+  }
+
+  // A part's function. With `parts` null the worker reads the part's bytecode into this
+  // context and puts the function in a holder only this code ever sees; reading fails
+  // only when memory runs out, and the attempt is then a crash (spec §3.2). Otherwise
+  // `parts` holds the source texts, compiled here.
+  function factory(name) {
+    if (parts === null) {
+      const holder = { __proto__: null };
+      if (emitRaw("part", name, holder) !== "") {
+        oomSeen = true;
+        throw new ErrorCtor("out of memory");
+      }
+      return holder.part;
+    }
+    // Padded below the script's lines, like this prelude, so its frames never look
+    // like script frames.
+    return evaluate(apply(repeat, "\n", [PAD_LINES]) + parts[name]);
   }
 
   // ---- out-of-memory and error-line tracking (spec §3.2 crash, line mapping) ----
@@ -177,24 +214,34 @@
   function caught(e) {
     if (e === null) {
       nullCaught = true;
-    } else if (!oomSeen && typeof e === "object") {
-      // An out-of-memory error whose stack could not be built never met the hook.
-      try {
-        if (getPrototypeOf(e) === InternalErrorProto && e.message === "out of memory") {
-          oomSeen = true;
-        }
-      } catch {
-        // not an engine error then
-      }
+    } else if (!oomSeen && isEngineOom(e)) {
+      oomSeen = true;
     }
     return e;
   }
-  // Promise rejection handlers see the same `null`.
+
+  // Whether `e` is the engine's out-of-memory error. One whose stack could not be built
+  // never met the hook; one whose message and stack could not even be added is a bare
+  // InternalError with no own property (seen caught at 16 MiB when the bomb's last
+  // allocation left room for the error object alone), which no engine error is
+  // otherwise. (A script can build one on purpose, as it can `throw null`: it
+  // chooses `crash`.)
+  function isEngineOom(e) {
+    if (e === null || typeof e !== "object") return false;
+    try {
+      return getPrototypeOf(e) === InternalErrorProto && (e.message === "out of memory"
+        || (!apply(hasOwn, e, ["message"]) && !apply(hasOwn, e, ["stack"])));
+    } catch {
+      return false;  // not an engine error then
+    }
+  }
+  // Promise rejection handlers see the same `null` and bare errors.
   Promise.prototype.then = function then(onFulfilled, onRejected) {
     if (typeof onRejected === "function") {
       const handler = onRejected;
       onRejected = function (reason) {
         if (reason === null) nullCaught = true;
+        else if (!oomSeen && isEngineOom(reason)) oomSeen = true;
         return apply(handler, this, [reason]);
       };
     }
@@ -230,61 +277,28 @@
 
   // ---- console (spec §4.4); formatting and caps are in prelude-console.js ----
   const log = (level, args) => lib("console").log(level, args);
-  const consoleObject = freeze({
-    log: (...a) => log("log", a),
-    info: (...a) => log("info", a),
-    warn: (...a) => log("warn", a),
-    error: (...a) => log("error", a),
-    debug: (...a) => log("log", a),
-  });
-
-  // ---- services.secret (spec §10.1): synchronous, answered here ----
-  // The attempt knows the NAMES of the secrets set, never their values: a reference
-  // is a plain string the kernel replaces by the value when it sends a request.
-  const SECRET_OPEN = "\u27e6woml-secret:";
-  const SECRET_CLOSE = "\u27e7";
-  const SECRET_HOW = ". Set one with %woml secret NAME, Woml.secrets, or "
-    + "wm.run(..., secrets={...})";
-  function secretStub(secretNames) {
-    const known = { __proto__: null };
-    for (let i = 0; i < secretNames.length; i++) known[secretNames[i]] = true;
-    const listing = secretNames.length === 0 ? "no secrets are set"
-      : "the secrets set are: " + apply(join, secretNames, [", "]);
-    return function secret(...args) {
-      const n = args.length === 1 ? args[0] : undefined;
-      if (typeof n !== "string") {
-        throw new TypeErrorCtor("services.secret(name) takes the name of a secret as a "
-          + 'string, e.g. services.secret("STRIPE")');
-      }
-      if (known[n] !== true) {
-        const quoted = stringify(n);
-        throw new TypeErrorCtor("services.secret(" + quoted + "): no secret " + quoted
-          + "; " + listing + SECRET_HOW);
-      }
-      return SECRET_OPEN + n + SECRET_CLOSE;
-    };
+  function makeConsole() {
+    return freeze({
+      log: (...a) => log("log", a),
+      info: (...a) => log("info", a),
+      warn: (...a) => log("warn", a),
+      error: (...a) => log("error", a),
+      debug: (...a) => log("log", a),
+    });
   }
 
-  // btoa of a reference would base64 the reference's own text, which no server can
-  // read: the value exists only in the kernel, when the request is sent. So it is
-  // refused, with the way to send what it is almost always for: HTTP Basic auth.
-  // (Captured string methods, not a RegExp: RegExp.prototype.exec is the script's.)
+  // ---- services.secret and btoa (spec §10.1); their checks are in prelude-secrets.js ----
+  function secretStub(secretNames) {
+    return function secret(...args) {
+      return lib("secrets").secret(secretNames, args);
+    };
+  }
   const nativeBtoa = g.btoa;
-  const SECRET_OPEN_ENCODED = "%E2%9F%A6WOML-SECRET%3A";
   if (typeof nativeBtoa === "function") {
     defineProperty(g, "btoa", {
       __proto__: null, writable: true, enumerable: false, configurable: true,
       value: function btoa(data) {
-        const text = StringCtor(data);
-        if (apply(indexOf, text, [SECRET_OPEN]) !== -1 || apply(indexOf,
-          apply(I.toUpperCase, text, []), [SECRET_OPEN_ENCODED]) !== -1) {
-          throw new TypeErrorCtor("btoa() cannot encode a secret reference (its value "
-            + "exists only in the kernel, when a request is sent); for HTTP Basic auth put "
-            + 'the reference in the URL\'s userinfo, url: "https://alice:" + '
-            + 'services.secret("PW") + "@api.example.com/", and the kernel sends '
-            + "Authorization: Basic with the value");
-        }
-        return apply(nativeBtoa, g, [text]);
+        return apply(nativeBtoa, g, [lib("secrets").btoaText(data)]);
       },
     });
   }
@@ -325,38 +339,35 @@
     return v;
   }
 
-  // `stepsPart` is prelude-steps.js's function, handed over by the worker only when
-  // earlier steps have results (most attempts never load it).
-  function configure(configText, payloadText, stepsPart) {
-    const config = parse(configText);
-    FIRST_LINE = config.firstLine;
-    LAST_LINE = config.lastLine;
-    PAD_LINES = config.padLines;
-    setClock(config.nowMs);
-    settings = freeze({
-      __proto__: null,
-      maxLogLines: config.maxLogLines, maxLogChars: config.maxLogChars,
-      maxDepth: config.maxDepth, setClock,
-    });
-    const given = config.context;
+  // The attempt's inputs, as primitives and JSON texts (_runner.py); `attemptText` and
+  // `servicesText` are null, and `withConsole` false, for a script that cannot name
+  // them. `context.steps` is prelude-steps.js's proxy, set up only when earlier steps
+  // have results (most attempts never load that part). Runs before the
+  // script is compiled.
+  function configure(lastLine, padLines, nowMs, contextText, attemptText, payloadText,
+                     servicesText, secretsText, withConsole, maxLogLines, maxLogChars,
+                     maxDepth, stepCount) {
+    delete g[hostGlobal];
+    LAST_LINE = lastLine;
+    PAD_LINES = padLines;
+    setClock(nowMs);
+    settings = freeze({ __proto__: null, maxLogLines, maxLogChars, maxDepth, setClock });
+    const given = parse(contextText);
     const ctx = {};
     const put = (name, value) => defineProperty(ctx, name, { __proto__: null,
       value, enumerable: true, writable: true, configurable: true,
     });
     put("payload", deepFreeze(parse(payloadText)));
     // No proxy for a run's first step (or a lone step): nothing to fetch.
-    put("steps", config.stepCount > 0
-      ? stepsPart(I, emitRaw, deepFreeze) : freeze({}));
+    put("steps", stepCount > 0 ? factory("steps")(intrinsics(), emitRaw, deepFreeze) : freeze({}));
     const names = keys(given);
     for (let i = 0; i < names.length; i++) {
       if (names[i] !== "steps") put(names[i], deepFreeze(given[names[i]]));
     }
     context = freeze(ctx);
-    attempt = deepFreeze(config.attempt);
-    services = buildServices(config.services, config.secrets);
-    expectedLength = config.expectedLength;
-    closesEarly = config.closesEarly;
-    mainGlobal = config.mainGlobal;
+    if (attemptText !== null) attempt = deepFreeze(parse(attemptText));
+    if (servicesText !== null) services = buildServices(parse(servicesText), parse(secretsText));
+    if (withConsole) consoleObject = makeConsole();
   }
 
   // ---- running and reporting ----
@@ -365,7 +376,9 @@
   let settledValue;
   let rejection;
 
-  function start(main) {
+  // `expectedLength`: the length of the function's text as the worker wrapped it; any
+  // other length means the script closed its function early (wrapper.py).
+  function start(main, expectedLength) {
     if (started) throw new ErrorCtor("an attempt runs its script once");
     started = true;
     delete g[mainGlobal];
@@ -450,6 +463,7 @@
         error = describeRejection(e);
       }
     } else if (state === "rejected") {
+      if (!oomSeen && isEngineOom(rejection)) oomSeen = true;
       error = describeRejection(rejection);
     }
     const fields = [
@@ -463,15 +477,19 @@
     return apply(join, ["[", apply(join, fields, [","]), "]"], [""]);
   }
 
-  return function host(command, a, b, c) {
+  // The arguments come as a rest array, passed on to `configure` by `apply` (never by
+  // spreading, which reads the array's iterator: the script may have replaced it).
+  return function host(command, ...args) {
     switch (command) {
-      case "configure": configure(a, b, c); return "null";
-      case "start": start(a); return "null";
+      case "configure": apply(configure, undefined, args); return "null";
+      case "start": start(args[0], args[1]); return "null";
       case "arm":
-        defineProperty(g, a, { __proto__: null, value: caught, configurable: true, enumerable: false });
+        defineProperty(g, args[0], {
+          __proto__: null, value: caught, configurable: true, enumerable: false,
+        });
         return "null";
-      case "disarm": delete g[a]; return "null";
-      case "settle": lib("services").settle(a, b); return "null";
+      case "disarm": delete g[args[0]]; return "null";
+      case "settle": lib("services").settle(args[0], args[1]); return "null";
       case "finish": return finish();
       case "result": return resultText;
       default: throw new ErrorCtor("unknown host command " + command);
