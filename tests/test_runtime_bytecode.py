@@ -268,7 +268,7 @@ def _parts_read(
         read.clear()
         channel = _Channel()
         contexts.prepare_spare()  # as the worker process does between attempts
-        command = worker._run_command(request, attempt_id)
+        command = json.loads(worker.run_line(request, attempt_id))  # what the child reads
         _runner.AttemptRunner(channel, command, contexts).run()  # type: ignore[arg-type]
         seen.append((list(read), channel.sent[-1]["outcome"]))
     return seen
