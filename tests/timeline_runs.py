@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import base64
 import re
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from datetime import timedelta
 from typing import Any
 
@@ -270,6 +270,40 @@ def retried(
         r.step_done("email", t, "not-run")
     r.run_done(t, "succeeded" if ok else "failed")
     return r
+
+
+def many(steps: int, attempts: int, calls: Collection[str] = ()) -> Run:
+    """``steps`` steps ``s0``, ``s1``, …, each throwing ``attempts - 1`` times and then
+    succeeding; each attempt of a step in ``calls`` makes one keyed ``POST`` (its key
+    lineage has a row per attempt)."""
+    policy = RetryPolicy(attempts, "fixed", timedelta(seconds=1))
+    r = Recorder(workflow(*((f"s{i}", policy) for i in range(steps))))
+    t = 0.0
+    for i in range(steps):
+        sid = f"s{i}"
+        r.step(sid, t)
+        for n in range(1, attempts + 1):
+            r.start(sid, n, t)
+            r.log(sid, n, t + 0.01, f"try {n}")
+            if sid in calls:
+                r.call(sid, n, t + 0.05, status=201 if n == attempts else 503)
+            last = n == attempts
+            r.finish(
+                sid,
+                n,
+                t + 0.2,
+                "succeeded" if last else "threw",
+                error=None if last else ("Error", "flaky", 3),
+                explanation="succeeded" if last else "retrying",
+                result={"ok": True} if last else None,
+            )
+            t += 0.2
+            if not last:
+                r.wait(sid, n, t, 1.0)
+                t += 1.0
+        r.step_done(sid, t, "succeeded", {"ok": True})
+    r.run_done(t, "succeeded")
+    return r.run
 
 
 def unpicture(html: str) -> str:

@@ -202,7 +202,7 @@ def render_html(run: Run, *, now: float | None = None, as_picture: bool = False)
     layout = compute_layout(run, now=now)
     rid = f"woml-tl-{secrets.token_hex(6)}"
     big = as_picture and sum(len(sr.attempts) for sr in run.steps.values()) > DEFER_DETAILS_AT
-    svg = render_svg(layout, rid)
+    svg = "" if big else render_svg(layout, rid)  # a big one's drawing is data
     end = run.ended_at if run.ended_at is not None else layout.now
     parts = [
         f'<div class="woml-timeline" id="{rid}" data-run="{esc(run.id)}"'
@@ -231,7 +231,7 @@ def render_html(run: Run, *, now: float | None = None, as_picture: bool = False)
         parts.extend(step_details_html(run, lane, shown, deferred))
     parts.append("</div>")
     if big:
-        parts.append(drawing_data(svg))
+        parts.append(drawing_data(layout, rid))
     if deferred is not None:
         parts.append(details_data(deferred))
     parts.append("</div>")
