@@ -267,3 +267,36 @@ def test_tab_goes_on_to_the_next_lane_and_back_from_the_controls_to_the_last(
     page.focus("button.woml-play")
     page.keyboard.press("Shift+Tab")
     assert page.evaluate(active) == ["s999", "3"]
+
+
+@pytest.mark.browser
+def test_a_lane_built_late_is_the_lane_the_whole_drawing_shows(
+    open_page: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """100 steps × 3 attempts: a big run of more lanes than are built at once, and few
+    enough segments to be stretched to a wide output. Stretched, zoomed and replayed,
+    a lane built late is drawn as the same lane of the whole drawing (a saved output
+    within the big-run size: every lane drawn at once)."""
+    from woml_magic.timeline import html
+
+    run = many(100, 3)
+    t = run.steps["s60"].attempts[2].started_at + 0.1
+    y = next(lane.y for lane in compute_layout(run).lanes if lane.ref == "s60")
+    lazy = interactive_html(run)
+    assert 'class="woml-drawing-data"' in lazy
+    monkeypatch.setattr(html, "DEFER_DETAILS_AT", 10_000)
+    whole = interactive_html(run)
+    assert 'class="woml-drawing-data"' not in whole
+    states = []
+    for saved in (lazy, whole):
+        page = open_page(saved, width=1600)
+        page.wait_for_function(READY)
+        assert page.evaluate("() => document.querySelector('.woml-timeline').dataset.track")
+        zoom_in(page)
+        replay_at(page, t)
+        scroll_to(page, y)
+        state = json.dumps(page.evaluate(LANE_STATE, "s60"))
+        states.append(re.sub(r"woml-tl-[0-9a-f]+", "ID", state))  # each output's own id
+        built = page.evaluate(BUILT)
+        assert len(built) < 100 if saved is lazy else len(built) == 100
+    assert states[0] == states[1]

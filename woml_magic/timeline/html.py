@@ -58,8 +58,9 @@ with ``script.woml-details-data`` (``details_data``), from which the script puts
 step's ``details`` in when the step comes near the view or an attempt is selected.
 Its picture is also ``picture.compact_svg`` of the drawing (no tooltips, ``data-*``,
 classes or roles: what an image never uses), and the drawing itself comes after the
-panel as ``script.woml-drawing-data`` (``picture.drawing_data``: gzipped), which the
-script decodes in the picture's place.
+panel as ``script.woml-drawing-data`` (``picture.drawing_data``: gzipped, its lanes
+apart), which the script decodes in the picture's place, building only the lanes near
+the view (a drawing of more than 50 lanes; ``timeline.js``, ``LazyLanes``).
 
 Colours follow JupyterLab's theme (``--jp-*`` variables, with fallbacks) through the
 scoped ``<style>``; every element also carries presentation attributes (``fill=…``) so
