@@ -10,15 +10,13 @@ selection, the replay at its time, the zoom. The figures are bench/browser.py's.
 
 from __future__ import annotations
 
-import base64
-import gzip
 import json
 import re
 from typing import Any
 
 import pytest
 from lxml import etree
-from timeline_runs import many
+from timeline_runs import drawing_parts, many
 
 from woml_magic.model import Run
 from woml_magic.timeline import interactive_html
@@ -45,17 +43,11 @@ def lane_y(thousand: Run) -> dict[str, float]:
     return {lane.ref: lane.y for lane in compute_layout(thousand).lanes}
 
 
-def drawing_parts(saved: str) -> dict[str, Any]:
-    found = re.search(r'class="woml-drawing-data">([A-Za-z0-9+/=]+)</script>', saved)
-    assert found is not None
-    parts: dict[str, Any] = json.loads(gzip.decompress(base64.b64decode(found.group(1))))
-    return parts
-
-
 def test_a_big_saved_timeline_keeps_its_lanes_apart_each_with_its_place(
     thousand: Run, saved: str
 ) -> None:
     parts = drawing_parts(saved)
+    assert parts is not None
     shell = etree.fromstring(parts["svg"].encode())
     assert shell.get("class") == "woml-svg"
     assert shell.get("height") == f"{compute_layout(thousand).lanes_bottom + 24:.0f}"
@@ -156,6 +148,25 @@ def test_scrolling_builds_the_lanes_that_come_near_the_view(
         'g.woml-lane[data-step="s500"] .woml-seg.woml-attempt[data-n="2"] title',
         "t => t.textContent",
     ).startswith("attempt 2 of s500 · threw")
+
+
+@pytest.mark.browser
+def test_lanes_named_beyond_u_ffff_come_through_whole(open_page: Any) -> None:
+    """The data's lengths are a JavaScript string's (a character beyond U+FFFF counts
+    twice): every lane built is a whole lane, the last one too."""
+    saved = interactive_html(many(70, 3, name="\U0001f600"))  # 210 attempts: big
+    parts = drawing_parts(saved)
+    assert parts is not None
+    assert len(parts["lanes"]) == 70
+    page = open_saved(open_page, saved)
+    built = page.evaluate(
+        """() => [...document.querySelectorAll('svg.woml-svg g.woml-lane')].map(g => [
+          g.dataset.step, g.querySelector('text.woml-step-id > title').textContent,
+          g.querySelectorAll('.woml-seg').length])"""
+    )
+    assert built[-1][0] == "\U0001f60069"
+    assert 5 < len(built) < 70
+    assert all(step == title and segs == 5 for step, title, segs in built)
 
 
 @pytest.mark.browser

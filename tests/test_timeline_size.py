@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 from lxml import etree
-from timeline_runs import Recorder, many, workflow
+from timeline_runs import Recorder, drawing_parts, many, workflow
 
 from woml_magic.policy import RetryPolicy
 from woml_magic.policy_targets import TARGETS
@@ -216,18 +216,6 @@ def picture_svg(saved: str) -> str:
     )
     assert found is not None
     return base64.b64decode(found.group(1)).decode("utf-8")
-
-
-def drawing_parts(saved: str) -> dict[str, Any] | None:
-    """The live drawing a big saved output carries: ``{"svg": …, "lanes": […]}``."""
-    found = re.search(
-        r'<script type="application/gzip" class="woml-drawing-data">([A-Za-z0-9+/=]+)</script>',
-        saved,
-    )
-    if found is None:
-        return None
-    parts: dict[str, Any] = json.loads(gzip.decompress(base64.b64decode(found.group(1))))
-    return parts
 
 
 def drawing_data(saved: str) -> str | None:

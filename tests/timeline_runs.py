@@ -7,6 +7,8 @@ runs are exactly what the engine or the journal would hand the timeline.
 from __future__ import annotations
 
 import base64
+import gzip
+import json
 import re
 from collections.abc import Collection, Sequence
 from datetime import timedelta
@@ -272,15 +274,15 @@ def retried(
     return r
 
 
-def many(steps: int, attempts: int, calls: Collection[str] = ()) -> Run:
-    """``steps`` steps ``s0``, ``s1``, …, each throwing ``attempts - 1`` times and then
-    succeeding; each attempt of a step in ``calls`` makes one keyed ``POST`` (its key
-    lineage has a row per attempt)."""
+def many(steps: int, attempts: int, calls: Collection[str] = (), name: str = "s") -> Run:
+    """``steps`` steps ``s0``, ``s1``, … (``name`` before the number), each throwing
+    ``attempts - 1`` times and then succeeding; each attempt of a step in ``calls`` makes
+    one keyed ``POST`` (its key lineage has a row per attempt)."""
     policy = RetryPolicy(attempts, "fixed", timedelta(seconds=1))
-    r = Recorder(workflow(*((f"s{i}", policy) for i in range(steps))))
+    r = Recorder(workflow(*((f"{name}{i}", policy) for i in range(steps))))
     t = 0.0
     for i in range(steps):
-        sid = f"s{i}"
+        sid = f"{name}{i}"
         r.step(sid, t)
         for n in range(1, attempts + 1):
             r.start(sid, n, t)
@@ -318,3 +320,29 @@ def unpicture(html: str) -> str:
         r'<img class="woml-picture"[^>]*src="data:image/svg\+xml;base64,([^"]+)"/>', inline, html
     )
     return re.sub(r'<p class="woml-shared-note">[^<]*</p>', "", html)
+
+
+def drawing_parts(saved: str) -> dict[str, Any] | None:
+    """The live drawing a big saved output carries (``picture.drawing_data``):
+    ``{"svg": …, "lanes": [[ref, y, height, segments, markup], …]}``, or None."""
+    found = re.search(
+        r'<script type="application/gzip" class="woml-drawing-data">([A-Za-z0-9+/=]+)</script>',
+        saved,
+    )
+    if found is None:
+        return None
+    text = gzip.decompress(base64.b64decode(found.group(1))).decode("utf-8")
+    line, rest = text.split("\n", 1)
+    index = json.loads(line)
+    units = rest.encode("utf-16-le")  # the lengths are a JavaScript string's
+    at = 0
+
+    def take(length: int) -> str:
+        nonlocal at
+        at += 2 * length
+        return units[at - 2 * length : at].decode("utf-16-le")
+
+    svg = take(index["svg"])
+    lanes = [[*lane[:4], take(lane[4])] for lane in index["lanes"]]
+    assert at == len(units)  # nothing left over
+    return {"svg": svg, "lanes": lanes}

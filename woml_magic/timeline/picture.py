@@ -185,28 +185,35 @@ def _paints_nothing(name: str, attrs: dict[str, str]) -> bool:
 
 def drawing_data(layout: TimelineLayout, rid: str) -> str:
     """``script.woml-drawing-data[type=application/gzip]``: the live drawing of
-    ``layout``, which the script puts in place of a compact picture, as JSON, gzipped,
-    in base64: ``{"svg": …, "lanes": [[ref, y, height, segments, markup], …]}``, the
-    drawing without its lanes (``svg.svg_parts``) and, per lane in order, its
-    ``data-step``, its top and height in the drawing's px, its number of segments and its
-    ``g.woml-lane``. The script builds
-    only the lanes near the view, the others as they come near it (``timeline.js``,
-    ``LazyLanes``): parsing and laying out all of a 1,000-step run's (a 98,000 px tall
-    SVG of 21,000 elements) took most of the time to show it (issue 21 item 6). Base64
-    holds no ``<``, ``&`` or ``]]>``: the page stays well-formed XML, and sanitizers drop
-    the whole element with its text."""
+    ``layout``, which the script puts in place of a compact picture, gzipped, in base64:
+    one line of JSON, ``{"svg": length, "lanes": [[ref, y, height, segments, length],
+    …]}``, then the drawing without its lanes (``svg.svg_parts``) and each lane's
+    ``g.woml-lane`` in order, their lengths in UTF-16 code units (a JavaScript string's)
+    as the line says, with each lane's ``data-step``, top and height in the drawing's px
+    and number of segments. The script builds only the lanes near the view, the others
+    as they come near it (``timeline.js``, ``LazyLanes``): parsing and laying out all
+    of a 1,000-step run's (a 98,000 px tall SVG of 21,000 elements) took most of the
+    time to show it (issue 21 item 6), and the markup as JSON strings 30 ms more to
+    parse. Base64 holds no ``<``, ``&`` or ``]]>``: the page stays well-formed XML, and
+    sanitizers drop the whole element with its text."""
     head, lanes, tail = svg_parts(layout, rid)
-    data = {
-        "svg": head + tail,
+    shell = head + tail
+    index = {
+        "svg": _js_length(shell),
         "lanes": [
-            [lane.ref, lane.y, lane.height, len(lane.drawn), markup]
+            [lane.ref, lane.y, lane.height, len(lane.drawn), _js_length(markup)]
             for lane, markup in zip(layout.lanes, lanes, strict=True)
         ],
     }
-    packed = gzip.compress(
-        json.dumps(data, ensure_ascii=False, separators=(",", ":")).encode("utf-8"), mtime=0
-    )
+    text = json.dumps(index, separators=(",", ":")) + "\n" + shell + "".join(lanes)
+    packed = gzip.compress(text.encode("utf-8"), mtime=0)
     return (
         '<script type="application/gzip" class="woml-drawing-data">'
         f"{base64.b64encode(packed).decode('ascii')}</script>"
     )
+
+
+def _js_length(text: str) -> int:
+    """``text.length`` in JavaScript: UTF-16 code units (a character beyond U+FFFF
+    takes two)."""
+    return len(text.encode("utf-16-le")) // 2

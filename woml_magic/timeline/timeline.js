@@ -274,7 +274,26 @@ const womlTimeline = (() => {
     const data = root.querySelector(":scope > script.woml-drawing-data");
     if (data === null || root.querySelector("img.woml-picture") === null) return null;
     if (typeof DecompressionStream !== "function") return null;
-    return gunzipText(data.textContent).then((text) => JSON.parse(text));
+    return gunzipText(data.textContent).then(drawingParts);
+  }
+
+  /** The parts of a drawing's data: its first line says the length of the drawing
+   * without its lanes, and each lane's `[ref, y, height, segments, length]`, the
+   * markups following in that order. */
+  function drawingParts(text) {
+    const line = text.indexOf("\n");
+    const index = JSON.parse(text.slice(0, line));
+    let at = line + 1;
+    const take = (length) => {
+      if (!(Number.isInteger(length) && length >= 0 && at + length <= text.length)) {
+        throw new Error("not a drawing's data");
+      }
+      at += length;
+      return text.slice(at - length, at);
+    };
+    const svg = take(index.svg);
+    const lanes = index.lanes.map((lane) => [...lane.slice(0, 4), take(lane[4])]);
+    return { svg, lanes };
   }
 
   class Timeline {
