@@ -1238,8 +1238,8 @@ const womlTimeline = (() => {
    * (an IntersectionObserver: inside a scrolled output, a frame, after the page moved),
    * beside a focused attempt (Tab goes on to the next lane's), and when one of its
    * attempts is selected; the first and last lanes at once (Tab into and out of the
-   * drawing). The controller then gives it the selection, replay and zoom
-   * (`laneBuilt`). A drawing of at most EAGER_LANES lanes builds them all at once. */
+   * drawing). The controller then gives it the replay and zoom (`laneBuilt`). A
+   * drawing of at most EAGER_LANES lanes builds them all at once. */
   class LazyLanes {
     constructor(ctl, svg, lanes) {
       this.ctl = ctl;
