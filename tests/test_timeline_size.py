@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 from lxml import etree
-from timeline_runs import Recorder, workflow
+from timeline_runs import Recorder, drawing_parts, many, workflow
 
 from woml_magic.policy import RetryPolicy
 from woml_magic.policy_targets import TARGETS
@@ -219,11 +219,16 @@ def picture_svg(saved: str) -> str:
 
 
 def drawing_data(saved: str) -> str | None:
-    found = re.search(
-        r'<script type="application/gzip" class="woml-drawing-data">([A-Za-z0-9+/=]+)</script>',
-        saved,
-    )
-    return None if found is None else gzip.decompress(base64.b64decode(found.group(1))).decode()
+    """The live drawing a big saved output carries, whole: its lanes where the script
+    builds them, before the legend."""
+    parts = drawing_parts(saved)
+    if parts is None:
+        return None
+    legend = '<g class="woml-legend">'
+    lanes = "".join(markup for *_, markup in parts["lanes"])
+    svg: str = parts["svg"]
+    assert svg.count(legend) == 1
+    return svg.replace(legend, lanes + legend)
 
 
 def numbers(value: str) -> tuple[float | str, ...]:
@@ -342,36 +347,6 @@ def test_a_big_saved_timeline_keeps_its_picture_where_the_page_cannot_gunzip(
 
 
 # --- a big run's saved output is bounded, and says what it left out (spec §6.5) -------
-
-
-def many(steps: int, attempts: int) -> Any:
-    """``steps`` steps, each throwing ``attempts - 1`` times and then succeeding."""
-    policy = RetryPolicy(attempts, "fixed", timedelta(seconds=1))
-    r = Recorder(workflow(*((f"s{i}", policy) for i in range(steps))))
-    t = 0.0
-    for i in range(steps):
-        sid = f"s{i}"
-        r.step(sid, t)
-        for n in range(1, attempts + 1):
-            r.start(sid, n, t)
-            r.log(sid, n, t + 0.01, f"try {n}")
-            last = n == attempts
-            r.finish(
-                sid,
-                n,
-                t + 0.2,
-                "succeeded" if last else "threw",
-                error=None if last else ("Error", "flaky", 3),
-                explanation="succeeded" if last else "retrying",
-                result={"ok": True} if last else None,
-            )
-            t += 0.2
-            if not last:
-                r.wait(sid, n, t, 1.0)
-                t += 1.0
-        r.step_done(sid, t, "succeeded", {"ok": True})
-    r.run_done(t, "succeeded")
-    return r.run
 
 
 @pytest.fixture(scope="module")

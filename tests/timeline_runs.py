@@ -7,8 +7,10 @@ runs are exactly what the engine or the journal would hand the timeline.
 from __future__ import annotations
 
 import base64
+import gzip
+import json
 import re
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from datetime import timedelta
 from typing import Any
 
@@ -272,6 +274,40 @@ def retried(
     return r
 
 
+def many(steps: int, attempts: int, calls: Collection[str] = (), name: str = "s") -> Run:
+    """``steps`` steps ``s0``, ``s1``, … (``name`` before the number), each throwing
+    ``attempts - 1`` times and then succeeding; each attempt of a step in ``calls`` makes
+    one keyed ``POST`` (its key lineage has a row per attempt)."""
+    policy = RetryPolicy(attempts, "fixed", timedelta(seconds=1))
+    r = Recorder(workflow(*((f"{name}{i}", policy) for i in range(steps))))
+    t = 0.0
+    for i in range(steps):
+        sid = f"{name}{i}"
+        r.step(sid, t)
+        for n in range(1, attempts + 1):
+            r.start(sid, n, t)
+            r.log(sid, n, t + 0.01, f"try {n}")
+            if sid in calls:
+                r.call(sid, n, t + 0.05, status=201 if n == attempts else 503)
+            last = n == attempts
+            r.finish(
+                sid,
+                n,
+                t + 0.2,
+                "succeeded" if last else "threw",
+                error=None if last else ("Error", "flaky", 3),
+                explanation="succeeded" if last else "retrying",
+                result={"ok": True} if last else None,
+            )
+            t += 0.2
+            if not last:
+                r.wait(sid, n, t, 1.0)
+                t += 1.0
+        r.step_done(sid, t, "succeeded", {"ok": True})
+    r.run_done(t, "succeeded")
+    return r.run
+
+
 def unpicture(html: str) -> str:
     """What ``timeline.js`` makes of a saved output (spec §6.5): the picture's SVG
     inline again, without its background, and without the note on trusting."""
@@ -284,3 +320,29 @@ def unpicture(html: str) -> str:
         r'<img class="woml-picture"[^>]*src="data:image/svg\+xml;base64,([^"]+)"/>', inline, html
     )
     return re.sub(r'<p class="woml-shared-note">[^<]*</p>', "", html)
+
+
+def drawing_parts(saved: str) -> dict[str, Any] | None:
+    """The live drawing a big saved output carries (``picture.drawing_data``):
+    ``{"svg": …, "lanes": [[ref, y, height, segments, markup], …]}``, or None."""
+    found = re.search(
+        r'<script type="application/gzip" class="woml-drawing-data">([A-Za-z0-9+/=]+)</script>',
+        saved,
+    )
+    if found is None:
+        return None
+    text = gzip.decompress(base64.b64decode(found.group(1))).decode("utf-8")
+    line, rest = text.split("\n", 1)
+    index = json.loads(line)
+    units = rest.encode("utf-16-le")  # the lengths are a JavaScript string's
+    at = 0
+
+    def take(length: int) -> str:
+        nonlocal at
+        at += 2 * length
+        return units[at - 2 * length : at].decode("utf-16-le")
+
+    svg = take(index["svg"])
+    lanes = [[*lane[:4], take(lane[4])] for lane in index["lanes"]]
+    assert at == len(units)  # nothing left over
+    return {"svg": svg, "lanes": lanes}

@@ -58,8 +58,9 @@ with ``script.woml-details-data`` (``details_data``), from which the script puts
 step's ``details`` in when the step comes near the view or an attempt is selected.
 Its picture is also ``picture.compact_svg`` of the drawing (no tooltips, ``data-*``,
 classes or roles: what an image never uses), and the drawing itself comes after the
-panel as ``script.woml-drawing-data`` (``picture.drawing_data``: gzipped), which the
-script decodes in the picture's place.
+panel as ``script.woml-drawing-data`` (``picture.drawing_data``: gzipped, its lanes
+apart), which the script decodes in the picture's place, building only the lanes near
+the view (a drawing of more than 50 lanes; ``timeline.js``, ``LazyLanes``).
 
 Colours follow JupyterLab's theme (``--jp-*`` variables, with fallbacks) through the
 scoped ``<style>``; every element also carries presentation attributes (``fill=…``) so
@@ -202,7 +203,7 @@ def render_html(run: Run, *, now: float | None = None, as_picture: bool = False)
     layout = compute_layout(run, now=now)
     rid = f"woml-tl-{secrets.token_hex(6)}"
     big = as_picture and sum(len(sr.attempts) for sr in run.steps.values()) > DEFER_DETAILS_AT
-    svg = render_svg(layout, rid)
+    svg = "" if big else render_svg(layout, rid)  # a big one's drawing is data
     end = run.ended_at if run.ended_at is not None else layout.now
     parts = [
         f'<div class="woml-timeline" id="{rid}" data-run="{esc(run.id)}"'
@@ -231,7 +232,7 @@ def render_html(run: Run, *, now: float | None = None, as_picture: bool = False)
         parts.extend(step_details_html(run, lane, shown, deferred))
     parts.append("</div>")
     if big:
-        parts.append(drawing_data(svg))
+        parts.append(drawing_data(layout, rid))
     if deferred is not None:
         parts.append(details_data(deferred))
     parts.append("</div>")

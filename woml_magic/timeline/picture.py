@@ -9,8 +9,9 @@ An image has no buttons, no tooltips and no script reading its data, so for a bi
 run's first steps (``layout.SHOWN_ATTEMPTS``) on the whole run's axis, a line under
 them saying how many steps it leaves out, the same shapes and words without what only
 the live drawing uses. The live drawing then comes from ``drawing_data`` (the whole
-SVG, gzipped; a data URI cannot be), which the script decodes in place of the picture
-(``timeline.js``, ``adoptPicture``). For a 1,000-step × 3-attempt run: the picture from
+SVG, its lanes apart, gzipped; a data URI cannot be), which the script decodes in place
+of the picture, building only the lanes near the view (``timeline.js``, ``adoptPicture``,
+``LazyLanes``). For a 1,000-step × 3-attempt run: the picture from
 4.2 MB of base64 (98,000 px tall) to 0.07 MB (6,700 px), plus 0.35 MB of data (issue
 21: a notebook in git carries every byte; the browser decodes a data URI's picture
 while it parses the page, even where the script replaces it a moment later).
@@ -21,12 +22,13 @@ from __future__ import annotations
 import base64
 import dataclasses
 import gzip
+import json
 import re
 
 from .geometry import FONT_SIZE
 from .layout import SHOWN_ATTEMPTS, TimelineLayout, leading_lanes, left_out
 from .markup import esc
-from .svg import render_svg
+from .svg import render_svg, svg_parts
 from .theme import BACKGROUND, TEXT
 
 #: The picture's own background: as an <img> the SVG cannot see the page's theme, so
@@ -181,13 +183,37 @@ def _paints_nothing(name: str, attrs: dict[str, str]) -> bool:
     return False
 
 
-def drawing_data(svg: str) -> str:
-    """``script.woml-drawing-data[type=application/gzip]``: ``svg``, the live drawing,
-    gzipped in base64, which the script puts in place of a compact picture. Base64 holds
-    no ``<``, ``&`` or ``]]>``: the page stays well-formed XML, and sanitizers drop the
-    whole element with its text."""
-    packed = gzip.compress(svg.encode("utf-8"), mtime=0)
+def drawing_data(layout: TimelineLayout, rid: str) -> str:
+    """``script.woml-drawing-data[type=application/gzip]``: the live drawing of
+    ``layout``, which the script puts in place of a compact picture, gzipped, in base64:
+    one line of JSON, ``{"svg": length, "lanes": [[ref, y, height, segments, length],
+    …]}``, then the drawing without its lanes (``svg.svg_parts``) and each lane's
+    ``g.woml-lane`` in order, their lengths in UTF-16 code units (a JavaScript string's)
+    as the line says, with each lane's ``data-step``, top and height in the drawing's px
+    and number of segments. The script builds only the lanes near the view, the others
+    as they come near it (``timeline.js``, ``LazyLanes``): parsing and laying out all
+    of a 1,000-step run's (a 98,000 px tall SVG of 21,000 elements) took most of the
+    time to show it (issue 21 item 6), and the markup as JSON strings 30 ms more to
+    parse. Base64 holds no ``<``, ``&`` or ``]]>``: the page stays well-formed XML, and
+    sanitizers drop the whole element with its text."""
+    head, lanes, tail = svg_parts(layout, rid)
+    shell = head + tail
+    index = {
+        "svg": _js_length(shell),
+        "lanes": [
+            [lane.ref, lane.y, lane.height, len(lane.drawn), _js_length(markup)]
+            for lane, markup in zip(layout.lanes, lanes, strict=True)
+        ],
+    }
+    text = json.dumps(index, separators=(",", ":")) + "\n" + shell + "".join(lanes)
+    packed = gzip.compress(text.encode("utf-8"), mtime=0)
     return (
         '<script type="application/gzip" class="woml-drawing-data">'
         f"{base64.b64encode(packed).decode('ascii')}</script>"
     )
+
+
+def _js_length(text: str) -> int:
+    """``text.length`` in JavaScript: UTF-16 code units (a character beyond U+FFFF
+    takes two)."""
+    return len(text.encode("utf-16-le")) // 2

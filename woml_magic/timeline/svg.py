@@ -295,6 +295,15 @@ def _defs(rid: str) -> str:
 def render_svg(layout: TimelineLayout, rid: str = "woml-tl") -> str:
     """The lanes on the true-to-time axis, with ticks, axis breaks, resume and "now"
     markers, and a legend. ``rid`` prefixes the ids of the SVG's patterns."""
+    head, lanes, tail = svg_parts(layout, rid)
+    return head + "".join(lanes) + tail
+
+
+def svg_parts(layout: TimelineLayout, rid: str = "woml-tl") -> tuple[str, list[str], str]:
+    """``render_svg``'s markup in three parts: everything before the lanes, each lane's
+    ``g.woml-lane`` (one per ``layout.lanes``, in order), and the legend with the end
+    tag (``picture.drawing_data`` keeps a big run's lanes apart, for the script to
+    build the ones in view)."""
     bottom = layout.lanes_bottom - LANE_GAP / 2
     legend, height = _legend(rid, layout, layout.lanes_bottom + 4)
     width = layout.width
@@ -365,7 +374,5 @@ def render_svg(layout: TimelineLayout, rid: str = "woml-tl") -> str:
             f' y1="{AXIS_H - 4}" x2="{_num(x)}" y2="{_num(bottom)}" stroke="{TEXT_MUTED}"'
             f' stroke-dasharray="2 2"/>{text}</g>'
         )
-    parts += [_lane_svg(rid, lane, layout.track_x0) for lane in layout.lanes]
-    parts.append(legend)
-    parts.append("</svg>")
-    return "".join(parts)
+    lanes = [_lane_svg(rid, lane, layout.track_x0) for lane in layout.lanes]
+    return "".join(parts), lanes, legend + "</svg>"

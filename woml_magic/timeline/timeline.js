@@ -24,6 +24,8 @@ const womlTimeline = (() => {
   const SVG_NS = "http://www.w3.org/2000/svg";
   const DRAG_PX = 5; // a press that moves less than this is a click, not a zoom drag
   const FIT_MAX_SEGMENTS = 1500; // above this a drawing is not stretched to fill
+  const LANE_CHUNK = 25; // lanes of a big saved drawing per placeholder watched for view
+  const EAGER_LANES = 2 * LANE_CHUNK; // a drawing of at most this many lanes builds all
   const MAX_ZOOM = 1000; // the closest zoom: the run's axis this many times wider
   const MIN_BAR_PX = 3; // geometry.py MIN_BAR_W: the least width of a bar on screen
   const TICK_MIN_PX = 64; // geometry.py TICK_MIN_PX: the least distance between ticks
@@ -238,10 +240,11 @@ const womlTimeline = (() => {
    * (theme colours, selectable attempts) and the note on how to get that view goes.
    * `markup` is that SVG, by default the picture's own; a big run's picture is a
    * compact image without what the live drawing needs (`picture.compact_svg`), which
-   * then comes from `script.woml-drawing-data` (`drawingOf`). */
+   * then comes from `script.woml-drawing-data` (`drawingOf`, its lanes apart). Whether
+   * the picture was replaced. */
   function adoptPicture(root, markup) {
     const img = root.querySelector("img.woml-picture");
-    if (img === null) return;
+    if (img === null) return false;
     let svg = null;
     try {
       let text = markup;
@@ -253,23 +256,44 @@ const womlTimeline = (() => {
       holder.innerHTML = text;
       svg = holder.querySelector("svg.woml-svg");
     } catch (_) {
-      return; // not our picture: leave it as it is
+      return false; // not our picture: leave it as it is
     }
-    if (svg === null) return;
+    if (svg === null) return false;
     const bg = svg.querySelector(":scope > rect.woml-picture-bg");
     if (bg !== null) bg.remove(); // inline, the page's theme is the background
     img.replaceWith(svg);
     for (const note of root.querySelectorAll(".woml-shared-note")) note.remove();
+    return true;
   }
 
-  /** A promise of the live drawing's markup for a root whose picture is compact (its
-   * `script.woml-drawing-data`, `picture.drawing_data`), or null: the picture is the
-   * drawing, or this page cannot gunzip (the picture then stays). */
+  /** A promise of the live drawing for a root whose picture is compact (its
+   * `script.woml-drawing-data`, `picture.drawing_data`): `{svg, lanes}`, the drawing's
+   * markup without its lanes and the lanes apart (`LazyLanes`); or null: the picture is
+   * the drawing, or this page cannot gunzip (the picture then stays). */
   function drawingOf(root) {
     const data = root.querySelector(":scope > script.woml-drawing-data");
     if (data === null || root.querySelector("img.woml-picture") === null) return null;
     if (typeof DecompressionStream !== "function") return null;
-    return gunzipText(data.textContent);
+    return gunzipText(data.textContent).then(drawingParts);
+  }
+
+  /** The parts of a drawing's data: its first line says the length of the drawing
+   * without its lanes, and each lane's `[ref, y, height, segments, length]`, the
+   * markups following in that order. */
+  function drawingParts(text) {
+    const line = text.indexOf("\n");
+    const index = JSON.parse(text.slice(0, line));
+    let at = line + 1;
+    const take = (length) => {
+      if (!(Number.isInteger(length) && length >= 0 && at + length <= text.length)) {
+        throw new Error("not a drawing's data");
+      }
+      at += length;
+      return text.slice(at - length, at);
+    };
+    const svg = take(index.svg);
+    const lanes = index.lanes.map((lane) => [...lane.slice(0, 4), take(lane[4])]);
+    return { svg, lanes };
   }
 
   class Timeline {
@@ -280,14 +304,33 @@ const womlTimeline = (() => {
       this.playing = false;
       this.frame = 0;
       this.listeners = [];
+      const svg = root.querySelector("svg.woml-svg");
+      // A big saved drawing's lanes, built as they come near the view.
+      this.lazy = options.lanes && svg !== null ? new LazyLanes(this, svg, options.lanes) : null;
       if (!options.styled) ensureStyle(root);
       this.on(root, "click", (e) => this.clicked(e));
       this.on(root, "keydown", (e) => this.keyed(e));
       this.setUpTargets();
       this.finished = (root.getAttribute("data-status") || "running") !== "running";
       if (this.finished) this.setUpReplay();
+      if (this.lazy !== null) this.lazy.start();
     }
 
+    /** A lane built late (`LazyLanes`) as if it had been drawn with the others: the
+     * replay at its time, the zoom applied (a selected attempt's lane is built by
+     * `select`, before it marks the attempt). */
+    laneBuilt(lane) {
+      if (!this.segs) return; // a running run: no replay, no zoom
+      const fresh = segRecords(lane);
+      this.segs.push(...fresh);
+      // Zoomed as drawn first (the zoom keeps the drawn attributes, `zoomAttr`), then
+      // cut at the replay's t and zoomed again, as `show` does.
+      if (this.transformed()) this.zoomShapes(lane);
+      if (this.t < this.end) {
+        this.replay(fresh, this.t);
+        if (this.transformed()) this.zoomShapes(lane);
+      }
+    }
 
     /** Stop playing and remove every listener (the widget redraws a new root). */
     detach() {
@@ -296,6 +339,7 @@ const womlTimeline = (() => {
         target.removeEventListener(type, fn, options);
       }
       this.listeners = [];
+      if (this.lazy !== null) this.lazy.stop();
       if (this.resizer) this.resizer.disconnect();
       this.resizer = null;
       if (this.root._womlTimeline === this) delete this.root._womlTimeline;
@@ -354,6 +398,7 @@ const womlTimeline = (() => {
     select(key, scroll) {
       const before = this.selected;
       this.selected = key;
+      if (key !== null && this.lazy !== null) this.lazy.buildStep(key[0]);
       let shown = null;
       for (const seg of this.root.querySelectorAll(".woml-seg.woml-attempt")) {
         if (this.own(seg)) seg.classList.toggle("woml-selected", sameKey(seg, key));
@@ -532,25 +577,9 @@ const womlTimeline = (() => {
       const box = root.querySelector(".woml-replay");
       this.svg = root.querySelector("svg.woml-svg");
       if (box === null || this.svg === null) return;
-      this.segs = [...this.svg.querySelectorAll(".woml-seg")].map((el) => ({
-        el,
-        kind: ["attempt", "wait", "planned-wait", "planned"].find((k) =>
-          el.classList.contains("woml-" + k),
-        ),
-        n: el.getAttribute("data-n"),
-        t0: num(el, "data-t0", 0),
-        t1: num(el, "data-t1", 0),
-        x0: num(el, "data-x0", 0),
-        x1: num(el, "data-x1", 0),
-        shapes: [...el.querySelectorAll("rect, line")].map((shape) => ({
-          shape,
-          was: new Map(["x", "width", "x1", "x2"].map((a) => [a, shape.getAttribute(a)])),
-        })),
-        label: el.querySelector(".woml-label"),
-      }));
-      for (const s of this.segs) {
-        if (s.label !== null) s.labelText = [s.label.textContent, s.label.getAttribute("x")];
-      }
+      this.segs = segRecords(this.svg);
+      // Every segment, built or not: what decides whether the drawing is stretched.
+      this.segCount = this.segs.length + (this.lazy !== null ? this.lazy.total : 0);
       const latest = Math.max(0, ...this.segs.map((s) => s.t1));
       this.end = num(root, "data-end", latest);
       this.axis = axisOf(this.svg, this.segs, this.end);
@@ -674,7 +703,7 @@ const womlTimeline = (() => {
       if (!holder || !this.naturalW) return;
       // A very big drawing keeps its drawn width: restyling thousands of segments at
       // load (and on every resize) would cost more than the stretch is worth.
-      if (this.segs && this.segs.length > FIT_MAX_SEGMENTS) return;
+      if (this.segCount > FIT_MAX_SEGMENTS) return;
       const extra = Math.max(0, Math.floor(holder.clientWidth - this.naturalW));
       const track = this.xEnd - this.xStart;
       const fit = (track + extra) / track;
@@ -861,10 +890,7 @@ const womlTimeline = (() => {
       column.setAttribute("class", "woml-step-column");
       for (const el of track) {
         inner.append(el);
-        if (!el.classList.contains("woml-lane")) continue;
-        for (const t of el.querySelectorAll(":scope > text.woml-step-id, :scope > text.woml-muted")) {
-          if (!t.classList.contains("woml-note")) column.append(t);
-        }
+        if (el.classList.contains("woml-lane")) toColumn(el, column);
       }
       svg.insertBefore(column, outer.nextSibling);
       return inner;
@@ -887,28 +913,49 @@ const womlTimeline = (() => {
       }
       this.root.setAttribute("data-track", `${this.xStart} ${this.trackEnd()}`);
       inner.setAttribute("transform", zoomed ? `matrix(${k} 0 0 1 ${tx} 0)` : "");
-      for (const el of inner.querySelectorAll("rect, line, polyline, path")) {
-        el.setAttribute("vector-effect", "non-scaling-stroke");
-      }
       // Patterns (the stripes of a threw bar) keep their spacing.
       for (const p of this.svg.querySelectorAll("pattern")) {
         if (zoomed) p.setAttribute("patternTransform", `scale(${1 / k} 1)`);
         else p.removeAttribute("patternTransform");
       }
-      const back = (el, p) => {
-        if (zoomed) el.setAttribute("transform", `translate(${p} 0) scale(${1 / k} 1) translate(${-p} 0)`);
-        else el.removeAttribute("transform");
-      };
+      this.zoomShapes(inner);
+      for (const t of inner.querySelectorAll("g.woml-break text")) {
+        this.scaleBack(t, num(t, "x", 0));
+      }
+      for (const z of inner.querySelectorAll("g.woml-break polyline")) {
+        const pts = (z.getAttribute("points") || "").split(/[\s,]+/).map(parseFloat);
+        const xs = pts.filter((_v, i) => i % 2 === 0).filter(Number.isFinite);
+        this.scaleBack(z, xs.length ? (Math.min(...xs) + Math.max(...xs)) / 2 : 0);
+      }
+      for (const m of inner.querySelectorAll("g.woml-mark")) {
+        const line = m.querySelector("line");
+        const x = line === null ? 0 : num(line, "x1", 0);
+        for (const t of m.querySelectorAll("text")) this.scaleBack(t, x);
+      }
+      this.zoomTicks(inner);
+    }
+
+    /** The zoom on what `container` holds (the track, or a lane built later): every
+     * stroke keeps its width, every text (and an inside label's plate) its size about
+     * its anchor, a bar its least width on screen, a wait its start at its bar's end, a
+     * lane's note its place. */
+    zoomShapes(container) {
+      const k = this.scale();
+      const tx = this.xStart - this.zx0 * k;
+      const zoomed = this.transformed();
+      for (const el of container.querySelectorAll("rect, line, polyline, path")) {
+        el.setAttribute("vector-effect", "non-scaling-stroke");
+      }
       const now = this.t !== undefined && this.t < this.end ? this.t : Infinity; // a replay's t
       const barEnd = new Map(); // "step n" → the zoomed right end of that attempt's bar
-      const segs = [...inner.querySelectorAll("g.woml-seg")];
+      const segs = [...container.querySelectorAll("g.woml-seg")];
       const isBar = (g) => g.classList.contains("woml-attempt") || g.classList.contains("woml-planned");
       for (const g of [...segs.filter(isBar), ...segs.filter((el) => !isBar(el))]) {
         const x0 = num(g, "data-x0", 0);
         const x1 = num(g, "data-x1", x0);
         const label = g.querySelector("text.woml-label");
         const p = label === null ? x0 : anchorOf(label, x0);
-        for (const el of g.querySelectorAll("text, rect.woml-plate")) back(el, p);
+        for (const el of g.querySelectorAll("text, rect.woml-plate")) this.scaleBack(el, p);
         const t0 = num(g, "data-t0", 0);
         const t1 = num(g, "data-t1", t0);
         const key = g.getAttribute("data-step") + " " + g.getAttribute("data-n");
@@ -934,25 +981,21 @@ const womlTimeline = (() => {
           if (num(line, "x1", 0) !== num(line, "x2", 0)) zoomAttr(line, "x1", zoomed ? start : null);
         }
       }
-      for (const t of inner.querySelectorAll("g.woml-break text")) {
-        back(t, num(t, "x", 0));
-      }
-      for (const z of inner.querySelectorAll("g.woml-break polyline")) {
-        const pts = (z.getAttribute("points") || "").split(/[\s,]+/).map(parseFloat);
-        const xs = pts.filter((_v, i) => i % 2 === 0).filter(Number.isFinite);
-        back(z, xs.length ? (Math.min(...xs) + Math.max(...xs)) / 2 : 0);
-      }
-      for (const m of inner.querySelectorAll("g.woml-mark")) {
-        const line = m.querySelector("line");
-        const x = line === null ? 0 : num(line, "x1", 0);
-        for (const t of m.querySelectorAll("text")) back(t, x);
-      }
       // A lane's note ("not run: …") stays where it is on screen.
-      for (const t of inner.querySelectorAll("text.woml-note")) {
+      for (const t of container.querySelectorAll("text.woml-note")) {
         if (zoomed) t.setAttribute("transform", `matrix(${1 / k} 0 0 1 ${-tx / k} 0)`);
         else t.removeAttribute("transform");
       }
-      this.zoomTicks(inner);
+    }
+
+    /** Scale `el` back about x = `p`, so that the zoom leaves its size as drawn. */
+    scaleBack(el, p) {
+      if (!this.transformed()) {
+        el.removeAttribute("transform");
+        return;
+      }
+      const k = this.scale();
+      el.setAttribute("transform", `translate(${p} 0) scale(${1 / k} 1) translate(${-p} 0)`);
     }
 
     /** Ticks for the window shown, like the axis's own (its look copied), and the
@@ -1077,16 +1120,7 @@ const womlTimeline = (() => {
       this.t = t;
       const whole = t >= this.end;
       const xt = this.axis.x(t);
-      for (const s of this.segs) {
-        const planned = s.kind === "planned" || s.kind === "planned-wait";
-        const hidden = !whole && (planned || s.t0 > t);
-        const cut = !whole && !hidden && t < s.t1;
-        s.el.classList.toggle("woml-replay-hidden", hidden);
-        s.el.classList.toggle("woml-replay-running", cut && s.kind === "attempt");
-        if (cut) this.cut(s, xt);
-        else if (s.cut) this.uncut(s);
-        s.cut = cut;
-      }
+      this.replay(this.segs, t);
       this.slider.value = String(t);
       const text = formatTime(t);
       this.slider.setAttribute("aria-valuetext", text);
@@ -1102,6 +1136,22 @@ const womlTimeline = (() => {
       this.cursor.style.display = whole ? "none" : "";
       // The replay redraws shapes as drawn unzoomed: zoom them again.
       if (this.transformed()) this.drawZoom();
+    }
+
+    /** Segments `segs` as they were at `t` (`show`). */
+    replay(segs, t) {
+      const whole = t >= this.end;
+      const xt = this.axis.x(t);
+      for (const s of segs) {
+        const planned = s.kind === "planned" || s.kind === "planned-wait";
+        const hidden = !whole && (planned || s.t0 > t);
+        const cut = !whole && !hidden && t < s.t1;
+        s.el.classList.toggle("woml-replay-hidden", hidden);
+        s.el.classList.toggle("woml-replay-running", cut && s.kind === "attempt");
+        if (cut) this.cut(s, xt);
+        else if (s.cut) this.uncut(s);
+        s.cut = cut;
+      }
     }
 
     cut(s, xt) {
@@ -1143,6 +1193,200 @@ const womlTimeline = (() => {
       s.label.textContent = text;
       if (x !== null) s.label.setAttribute("x", x);
       s.label.style.visibility = "";
+    }
+  }
+
+  /** The step column's texts of `lane` (its id and status, not its note) into `column`,
+   * which the zoom leaves in place. */
+  function toColumn(lane, column) {
+    for (const t of lane.querySelectorAll(":scope > text.woml-step-id, :scope > text.woml-muted")) {
+      if (!t.classList.contains("woml-note")) column.append(t);
+    }
+  }
+
+  /** What the replay needs of each segment in `container` (`show`, `cut`): its kind,
+   * times, drawn extent, shapes with their drawn attributes, label and its text. */
+  function segRecords(container) {
+    const segs = [...container.querySelectorAll(".woml-seg")].map((el) => ({
+      el,
+      kind: ["attempt", "wait", "planned-wait", "planned"].find((k) =>
+        el.classList.contains("woml-" + k),
+      ),
+      n: el.getAttribute("data-n"),
+      t0: num(el, "data-t0", 0),
+      t1: num(el, "data-t1", 0),
+      x0: num(el, "data-x0", 0),
+      x1: num(el, "data-x1", 0),
+      shapes: [...el.querySelectorAll("rect, line")].map((shape) => ({
+        shape,
+        was: new Map(["x", "width", "x1", "x2"].map((a) => [a, shape.getAttribute(a)])),
+      })),
+      label: el.querySelector(".woml-label"),
+    }));
+    for (const s of segs) {
+      if (s.label !== null) s.labelText = [s.label.textContent, s.label.getAttribute("x")];
+    }
+    return segs;
+  }
+
+  /** A big saved drawing's lanes (`picture.drawing_data`: `[ref, y, height, segments,
+   * markup]` each, in order), of which only those near the view are built: parsing and
+   * laying out all of a 1,000-step run's (a 98,000 px tall SVG) took most of the time
+   * to show it (issue 21 item 6). The drawing keeps its whole height meanwhile. A lane
+   * is built when it comes within a window's height of the window (a scroll anywhere in
+   * the page, a resize), when one of every LANE_CHUNK lanes' placeholders shows at all
+   * (an IntersectionObserver: inside a scrolled output, a frame, after the page moved),
+   * beside a focused attempt (Tab goes on to the next lane's), and when one of its
+   * attempts is selected; the first and last lanes at once (Tab into and out of the
+   * drawing). The controller then gives it the replay and zoom (`laneBuilt`). A
+   * drawing of at most EAGER_LANES lanes builds them all at once. */
+  class LazyLanes {
+    constructor(ctl, svg, lanes) {
+      this.ctl = ctl;
+      this.svg = svg;
+      this.slots = [];
+      for (const lane of Array.isArray(lanes) ? lanes : []) {
+        if (!Array.isArray(lane) || lane.length < 5 || typeof lane[4] !== "string") continue;
+        const [ref, y, h, n] = lane.map((v, i) => (i === 0 ? String(v) : +v));
+        if (!Number.isFinite(y) || !Number.isFinite(h)) continue;
+        this.slots.push({ ref, y, h, n: Number.isFinite(n) ? n : 0, markup: lane[4], done: false,
+          el: null });
+      }
+      this.total = this.slots.reduce((sum, s) => sum + s.n, 0);
+      this.byRef = new Map(this.slots.map((s, i) => [s.ref, i]));
+      this.index = new Map(); // a built g.woml-lane → its slot
+      this.chunks = []; // per LANE_CHUNK slots: its placeholder and how many are not built
+      this.observer = null;
+    }
+
+    start() {
+      const n = this.slots.length;
+      if (n <= EAGER_LANES) {
+        this.build(0, n);
+        return;
+      }
+      this.build(0, 1);
+      this.build(n - 1, n);
+      this.fill();
+      if (typeof IntersectionObserver === "function") {
+        this.observer = new IntersectionObserver((entries) => this.seen(entries));
+        for (let i = 0; i < n; i += LANE_CHUNK) {
+          const part = this.slots.slice(i, i + LANE_CHUNK);
+          const left = part.filter((s) => !s.done).length;
+          if (left === 0) continue;
+          const y = part[0].y;
+          const h = part[part.length - 1].y + part[part.length - 1].h - y;
+          const rect = document.createElementNS(SVG_NS, "rect");
+          rect.setAttribute("class", "woml-lane-slot");
+          for (const [name, value] of [["x", 0], ["y", y], ["width", "100%"], ["height", h],
+            ["fill", "none"], ["pointer-events", "none"]]) rect.setAttribute(name, String(value));
+          this.svg.append(rect);
+          this.chunks[i / LANE_CHUNK] = { rect, y, h, left };
+          this.observer.observe(rect);
+        }
+      }
+      this.ctl.on(document, "scroll", () => this.fill(), { capture: true, passive: true });
+      this.ctl.on(window, "resize", () => this.fill());
+      this.ctl.on(this.svg, "focusin", (e) => {
+        const lane = e.target instanceof Element ? e.target.closest("g.woml-lane") : null;
+        const i = lane === null ? undefined : this.index.get(lane);
+        if (i !== undefined) this.build(Math.max(0, i - 1), i + 2);
+      });
+    }
+
+    stop() {
+      if (this.observer !== null) this.observer.disconnect();
+      this.observer = null;
+    }
+
+    /** Build the lanes within a window's height of the window (a frame's window is at
+     * most a screen high here: some front ends make it as tall as its content, the
+     * observer then finds what shows). */
+    fill() {
+      const svg = this.svg;
+      if (!svg.isConnected) return;
+      const box = svg.getBoundingClientRect();
+      const vb = svg.viewBox && svg.viewBox.baseVal;
+      const tall = vb && vb.height ? vb.height : num(svg, "height", 0);
+      if (!(box.height > 0) || !(tall > 0)) return; // not laid out: hidden
+      const k = box.height / tall;
+      const screenH = window.screen && window.screen.height > 0 ? window.screen.height : Infinity;
+      const view = Math.min(window.innerHeight || 0, screenH);
+      this.buildWithin((-view - box.top) / k, (2 * view - box.top) / k);
+    }
+
+    /** Placeholders that show: their lanes in sight, and as many again around them. */
+    seen(entries) {
+      this.fill();
+      for (const e of entries) {
+        const chunk = this.chunks.find((c) => c !== undefined && c.rect === e.target);
+        if (!e.isIntersecting || chunk === undefined) continue;
+        const box = e.boundingClientRect;
+        const k = box.height / chunk.h;
+        if (!(k > 0)) continue;
+        const top = chunk.y + (e.intersectionRect.top - box.top) / k;
+        const bottom = chunk.y + (e.intersectionRect.bottom - box.top) / k;
+        const more = Math.max(bottom - top, 1);
+        this.buildWithin(top - more, bottom + more);
+      }
+    }
+
+    /** Build the lanes that reach into the drawing's y from `lo` to `hi`. */
+    buildWithin(lo, hi) {
+      const s = this.slots;
+      let a = 0;
+      let b = s.length;
+      while (a < b) {
+        const m = (a + b) >> 1;
+        if (s[m].y + s[m].h <= lo) a = m + 1;
+        else b = m;
+      }
+      let end = a;
+      while (end < s.length && s[end].y < hi) end += 1;
+      this.build(a, end);
+    }
+
+    buildStep(ref) {
+      const i = this.byRef.get(ref);
+      if (i !== undefined) this.build(i, i + 1);
+    }
+
+    /** Build slots `from` to `to` (not included) that are not built yet, each in its
+     * place: the lanes stay in their order (the order of Tab and of painting). */
+    build(from, to) {
+      for (let i = from; i < Math.min(to, this.slots.length); i += 1) {
+        const slot = this.slots[i];
+        if (slot.done) continue;
+        slot.done = true;
+        const holder = document.createElementNS(SVG_NS, "g");
+        holder.innerHTML = slot.markup; // SVG markup: parsed in the svg's namespace
+        slot.markup = "";
+        const lane = holder.firstElementChild;
+        const chunk = this.chunks[Math.floor(i / LANE_CHUNK)];
+        if (chunk !== undefined && --chunk.left === 0) {
+          if (this.observer !== null) this.observer.unobserve(chunk.rect);
+          chunk.rect.remove();
+        }
+        if (lane === null) continue;
+        this.place(lane, i);
+        slot.el = lane;
+        this.index.set(lane, i);
+        this.ctl.laneBuilt(lane);
+      }
+    }
+
+    place(lane, i) {
+      const after = this.slots.slice(i + 1).find((s) => s.el !== null);
+      const before = after === undefined
+        ? this.slots.slice(0, i).reverse().find((s) => s.el !== null)
+        : undefined;
+      const inner = this.svg.querySelector(":scope > g.woml-zoom-clip > g.woml-zoom");
+      if (after !== undefined) after.el.before(lane);
+      else if (before !== undefined) before.el.after(lane);
+      else if (inner !== null) inner.insertBefore(lane, inner.querySelector(":scope > .woml-replay-cursor"));
+      else this.svg.insertBefore(lane, this.svg.querySelector(":scope > g.woml-legend"));
+      const column = this.svg.querySelector(":scope > g.woml-step-column");
+      if (inner !== null && column !== null && lane.parentNode === inner) toColumn(lane, column);
     }
   }
 
@@ -1259,8 +1503,8 @@ const womlTimeline = (() => {
   /** The inline script's entry: its root is the element just before it, or failing
    * that (a front end that moved the script) the element with the embedded id. */
   function fromScript(script, id) {
-    const begin = (root) => {
-      const ctl = attach(root);
+    const begin = (root, lanes) => {
+      const ctl = attach(root, lanes ? { lanes } : undefined);
       if (ctl !== null) deferDetails(root);
       return ctl;
     };
@@ -1272,8 +1516,11 @@ const womlTimeline = (() => {
         : null;
       if (drawing === null) return root && root._womlDrawing ? null : begin(root);
       root._womlDrawing = drawing
-        .then((markup) => adoptPicture(root, markup), () => undefined)
-        .then(() => begin(root));
+        .then((d) => {
+          const ok = d !== null && typeof d === "object" && typeof d.svg === "string";
+          return ok && adoptPicture(root, d.svg) ? d.lanes : undefined;
+        }, () => undefined)
+        .then((lanes) => begin(root, lanes));
       return null;
     };
     const before = script ? script.previousElementSibling : null;
