@@ -23,7 +23,7 @@ from woml_magic.runtime._contexts import Contexts
 from woml_magic.runtime._runner import AttemptRunner
 from woml_magic.runtime.binding import installed_version
 from woml_magic.runtime.protocol import encode_line
-from woml_magic.runtime.worker import _run_command
+from woml_magic.runtime.worker import run_line
 
 ROUNDS = 7
 TRIVIAL = 200
@@ -111,7 +111,7 @@ def attempt_cpu_in_process(script: str = "throw new Error('x')", attempts: int =
         contexts = Contexts(Bytecode.open(installed_version()))
     except BytecodeUnavailable as refusal:
         contexts = Contexts(None, str(refusal))
-    command = json.loads(encode_line(_run_command(_request(script), 1)))
+    command = json.loads(run_line(_request(script), 1))  # what the child reads
     pipe = _Pipe()
     contexts.prepare_spare()
     spent = []
