@@ -210,6 +210,28 @@ def test_selecting_an_attempt_of_a_lane_not_built_builds_and_selects_it(
     )
 
 
+@pytest.mark.browser
+def test_a_click_on_an_attempt_far_down_shows_its_own_details(
+    open_page: Any, saved: str, lane_y: dict[str, float]
+) -> None:
+    """spec §6.3: selecting an attempt shows its details. The listing's steps are laid
+    out only near the view, so a smooth scroll to s900's details stopped hundreds of
+    steps short as the steps it passed grew to their real heights (it showed s334)."""
+    page = open_saved(open_page, saved)
+    scroll_to(page, lane_y["s900"])
+    page.locator('.woml-seg.woml-attempt[data-step="s900"][data-n="2"]').dispatch_event("click")
+    details = 'details.woml-attempt-details[data-step="s900"][data-n="2"]'
+    page.wait_for_function(f"() => document.querySelector('{details}').open")
+    for _ in range(10):  # the reveal's frames and a few more, for the layout to settle
+        page.evaluate("() => new Promise(requestAnimationFrame)")
+    top, bottom = page.eval_on_selector(
+        details, "d => [d.getBoundingClientRect().top, d.getBoundingClientRect().bottom]"
+    )
+    height = page.evaluate("() => window.innerHeight")
+    assert bottom > 0, (top, bottom)
+    assert top < height, (top, bottom)
+
+
 def zoom_in(page: Any) -> None:
     for _ in range(3):
         page.click('.woml-zoom-controls button[aria-label="zoom in"]')

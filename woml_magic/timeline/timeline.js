@@ -99,6 +99,23 @@ const womlTimeline = (() => {
 }
 `;
 
+  /** Scroll `el` (an attempt's details in the listing) into view. The listing's steps
+   * are laid out only near the view (`content-visibility: auto`, timeline/html.py), each
+   * counted 40 px tall until then: a step scrolled past grows to its real height while
+   * a smooth scroll runs to where `el` was, so in a long listing it stopped hundreds of
+   * steps short (a click on s900 of a 1,000-step run showed s334). An instant scroll
+   * lands on `el` as the page is laid out then; repeated for a few frames, until the
+   * steps around it have their real heights, it stays there. */
+  function reveal(el) {
+    let frames = 4;
+    const again = () => {
+      el.scrollIntoView({ block: "nearest" });
+      frames -= 1;
+      if (frames > 0) requestAnimationFrame(again);
+    };
+    again();
+  }
+
   // --- time and the axis ----------------------------------------------------------
 
   /** Python's `round`: to the nearest integer, exact halves to the even one. */
@@ -414,7 +431,7 @@ const womlTimeline = (() => {
         else if (sameKey(d, before)) d.open = false; // unselecting closes its details
         if (mine) shown = d;
       }
-      if (shown !== null && scroll) shown.scrollIntoView({ behavior: "smooth", block: "nearest" });
+      if (shown !== null && scroll) reveal(shown);
     }
 
     // --- the policy in other engines: one tab per target (spec §11) -----------------
