@@ -300,11 +300,7 @@ class Bytecode:
         target = None if context is None else self._held(ctx, held)
         if context is None or target is None:
             return False
-        function = lib.JS_ReadObject(context, data, len(data), _BYTECODE)
-        if function.tag == _TAG_EXCEPTION:
-            self._discard(context, function)
-            return False
-        value = lib.JS_EvalFunction(context, function)  # takes over `function`
+        value = self._evaluate(context, data)
         if value.tag == _TAG_EXCEPTION:
             self._discard(context, value)
             return False
@@ -319,17 +315,22 @@ class Bytecode:
     def load(self, data: bytes, ctx: quickjs.Context) -> bool:
         """Evaluate bytecode ``data`` in ``ctx``; False (nothing evaluated) if it could
         not be."""
-        lib = self._lib
         context = self._pointer(ctx)
         if context is None:
             return False
-        function = lib.JS_ReadObject(context, data, len(data), _BYTECODE)
-        if function.tag == _TAG_EXCEPTION:
-            self._discard(context, function)
-            return False
-        result = lib.JS_EvalFunction(context, function)  # takes over `function`
+        result = self._evaluate(context, data)
         self._discard(context, result)
         return bool(result.tag != _TAG_EXCEPTION)
+
+    def _evaluate(self, context: int, data: bytes) -> _JSValue:
+        """Bytecode ``data`` read and evaluated in ``context``: its value, or an
+        exception value (from the read or the evaluation), either for the caller to
+        free."""
+        function: _JSValue = self._lib.JS_ReadObject(context, data, len(data), _BYTECODE)
+        if function.tag == _TAG_EXCEPTION:
+            return function
+        value: _JSValue = self._lib.JS_EvalFunction(context, function)  # takes over `function`
+        return value
 
 
 class CompiledScript:
