@@ -22,8 +22,8 @@ from woml_magic.runtime._bytecode import Bytecode, BytecodeUnavailable
 from woml_magic.runtime._contexts import Contexts
 from woml_magic.runtime._runner import AttemptRunner
 from woml_magic.runtime.binding import installed_version
+from woml_magic.runtime.commands import run_line
 from woml_magic.runtime.protocol import encode_line
-from woml_magic.runtime.worker import run_line
 
 ROUNDS = 7
 TRIVIAL = 200

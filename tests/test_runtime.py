@@ -20,9 +20,9 @@ from woml_magic.errors import ServiceRejection
 from woml_magic.limits import LIMIT_RANGES, Limits
 from woml_magic.runtime import SERVICES, AttemptRequest, AttemptResult, ScriptWorker
 from woml_magic.runtime._bytecode import ENV_SWITCH
+from woml_magic.runtime.commands import step_reply
 from woml_magic.runtime.protocol import CallMessage, StepCommand, check_shape
 from woml_magic.runtime.transport import ChildProcess, Inbox, Received
-from woml_magic.runtime.worker import step_reply
 from woml_magic.runtime.wrapper import FIRST_LINE, cell_position, wrap
 from woml_magic.services.registry import SERVICE_NAMES
 

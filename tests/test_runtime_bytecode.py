@@ -248,7 +248,7 @@ def _parts_read(
 ) -> list[tuple[list[str], str]]:
     """The lazy parts each of two attempts of ``script`` read, with its outcome: run by
     the worker process's own classes, in this process."""
-    from woml_magic.runtime import AttemptRequest, _contexts, _runner, worker
+    from woml_magic.runtime import AttemptRequest, _contexts, _runner, commands
 
     contexts = _contexts.Contexts(bytecode)
     read: list[str] = []
@@ -268,7 +268,7 @@ def _parts_read(
         read.clear()
         channel = _Channel()
         contexts.prepare_spare()  # as the worker process does between attempts
-        command = json.loads(worker.run_line(request, attempt_id))  # what the child reads
+        command = json.loads(commands.run_line(request, attempt_id))  # what the child reads
         _runner.AttemptRunner(channel, command, contexts).run()  # type: ignore[arg-type]
         seen.append((list(read), channel.sent[-1]["outcome"]))
     return seen

@@ -15,9 +15,9 @@ from conftest import child_pids
 
 from woml_magic.lab.runner import collector_paused
 from woml_magic.runtime import AttemptRequest, AttemptResult, ScriptWorker
+from woml_magic.runtime.commands import run_line
 from woml_magic.runtime.protocol import RunCommand
 from woml_magic.runtime.transport import ChildProcess
-from woml_magic.runtime.worker import run_line
 from woml_magic.services.registry import SERVICE_NAMES
 
 

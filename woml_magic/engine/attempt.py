@@ -9,6 +9,7 @@ explanation. The schedule around attempts is ``engine.schedule``'s.
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
@@ -104,15 +105,14 @@ class AttemptRunner:
         try:
             async with self._pool.worker() as worker:
                 with activity.running():
-                    # The script races its timeout on the run's clock: the alarm ends the
-                    # attempt in the worker, which kills its process (spec §4.5).
-                    deadline = self._clock.alarm(step.timeout.total_seconds())
-                    try:
-                        result = await worker.run_attempt(request, call, on_log,
-                                                          activity.stalled, deadline=deadline)
-                        ended = self._clock.now()
-                    finally:
-                        deadline.cancel()
+                    # The script races its timeout on the run's clock: the alarm, armed
+                    # when the attempt starts, ends it in the worker, which kills its
+                    # process (spec §4.5).
+                    result = await worker.run_attempt(
+                        request, call, on_log, activity.stalled,
+                        deadline=functools.partial(self._clock.alarm,
+                                                   step.timeout.total_seconds()))
+                    ended = self._clock.now()
             outcome = as_outcome(result.outcome)  # the worker checked it (§4.5)
             if outcome == TIMEOUT:
                 result = None

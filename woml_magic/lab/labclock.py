@@ -12,8 +12,10 @@ import random
 from collections.abc import Callable
 
 from ..clock import SimulatedClock
+from ..model import Workflow
 from ..runtime import ScriptWorker
 from ..runtime.pool import WorkerPool
+from ..runtime.wrapper import reach_of
 
 #: Scripts' ``Date.now()`` in a lab at simulated time 0: 2025-01-01T00:00:00Z, the same
 #: in every lab, so a script that reads the date is as deterministic as the rest.
@@ -25,6 +27,10 @@ STALL_S = 1.0
 
 #: Warm script workers for a lab (measured on 2 cores: bench/lab.py; 3 was fastest).
 DEFAULT_WORKERS = 3
+
+#: Attempts a lab sends ahead to each worker when no script can reach ``services``
+#: (``pipeline_depth``; measured on 2 cores: bench/lab.py, docs/performance.md).
+PIPELINE_DEPTH = 3
 
 #: The base URL a client's payload names for a model server: any URL reaches the
 #: model (only the path and method are read), this one says so.
@@ -47,47 +53,65 @@ def lab_clock() -> SimulatedClock:
     return SimulatedClock(rate=0.0, epoch_s=LAB_EPOCH_S, stall_s=STALL_S)
 
 
+def pipeline_depth(workflow: Workflow) -> int:
+    """How many attempts a lab sends ahead to each worker (``runtime/pipeline.py``):
+    ``PIPELINE_DEPTH`` when no step's script can reach ``services`` (such an attempt
+    never waits on the kernel, so none waits behind one that waits on the clock: which
+    process runs an attempt changes nothing), else 1 — a script waiting for a call or
+    a sleep holds its worker alone."""
+    if any(reach_of(step.script).services for step in workflow.steps):
+        return 1
+    return PIPELINE_DEPTH
+
+
 #: The lab client the current task works for (each client's task sets it; the
 #: engine's tasks inherit it): the pool gives workers in an order of clients.
 CLIENT: contextvars.ContextVar[int] = contextvars.ContextVar("woml_lab_client", default=-1)
 
 
 class LabPool(WorkerPool):
-    """A fixed number of warm script workers shared by every client (spec §4.5).
+    """A fixed number of warm script workers shared by every client (spec §4.5), each
+    taking up to ``depth`` attempts at once (``pipeline_depth``).
 
     Clients that ask for a worker wait until the next settled step (module
     docstring); ``settle`` then queues them in an order drawn from the seed and gives
-    out the free workers. A worker given back goes to the next client of that queue
-    at once: who gets it does not depend on which attempt ended first.
+    out the free places. A place given back goes to the next client of that queue at
+    once: who gets it does not depend on which attempt ended first (which worker does
+    may, and changes nothing a client sees).
     """
 
-    def __init__(self, workers: int, order: random.Random) -> None:
+    def __init__(self, workers: int, order: random.Random, depth: int = 1) -> None:
         super().__init__(keep=workers)
         self._workers = workers
-        self._free = workers
+        self._depth = depth
+        self._free = workers * depth
         self._order = order
-        self._asking: list[tuple[int, asyncio.Future[None]]] = []
-        self._queue: collections.deque[asyncio.Future[None]] = collections.deque()
+        # Attempts given to each warm worker and not given back (``warm`` fills it).
+        self._load: dict[ScriptWorker, int] = {}
+        self._asking: list[tuple[int, asyncio.Future[ScriptWorker]]] = []
+        self._queue: collections.deque[asyncio.Future[ScriptWorker]] = collections.deque()
         self.on_change: Callable[[], None] = lambda: None
 
-    def waiting(self) -> list[asyncio.Future[None]]:
+    def waiting(self) -> list[asyncio.Future[ScriptWorker]]:
         """The requests for a worker not given yet (to count late starts)."""
         return [f for _, f in self._asking] + [f for f in self._queue if not f.done()]
 
     async def warm(self) -> None:
-        """Start every worker at once, before the clients need them."""
-        started = [self.new_worker() for _ in range(self._workers - len(self._idle))]
+        """Start every worker at once, before the clients need them (the scripts'
+        syntax check, ``check_scripts``, runs on one of them)."""
+        started = [self.new_worker() for _ in range(self._workers)]
+        self._idle.extend(started)  # ``aclose`` stops them, started or not
         await asyncio.gather(*(worker.start() for worker in started))
-        self._idle.extend(started)
+        self._load = dict.fromkeys(started, 0)
 
     def new_worker(self) -> ScriptWorker:
         """A worker the lab's loop keeps listening to between attempts: only this loop
         drives the lab's workers, and ``aclose`` stops them on it (``ScriptWorker``)."""
-        return ScriptWorker(keep_listening=True)
+        return ScriptWorker(keep_listening=True, depth=self._depth)
 
     def settle(self) -> bool:
         """Queue the clients that asked since the last step, in the seed's order, and
-        give out free workers; whether any was given."""
+        give out free places; whether any was given."""
         if self._asking:
             asking = sorted(self._asking, key=lambda a: a[0])
             self._asking = []
@@ -97,22 +121,26 @@ class LabPool(WorkerPool):
 
     def _give(self) -> int:
         given = 0
+        load = self._load
         while self._free and self._queue:
             fut = self._queue.popleft()
             if not fut.done():
-                fut.set_result(None)
+                worker = min(load, key=load.__getitem__)  # the least busy (the first of equals)
+                load[worker] += 1
                 self._free -= 1
+                fut.set_result(worker)
                 given += 1
         return given
 
-    def _ask(self) -> asyncio.Future[None]:
+    def _ask(self) -> asyncio.Future[ScriptWorker]:
         """Ask for a worker for the current client: given at the next settled step."""
-        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        fut: asyncio.Future[ScriptWorker] = asyncio.get_running_loop().create_future()
         self._asking.append((CLIENT.get(), fut))
         self.on_change()
         return fut
 
-    def _release(self) -> None:
+    def _release(self, worker: ScriptWorker) -> None:
+        self._load[worker] -= 1
         self._free += 1
         self._give()
         self.on_change()
@@ -122,8 +150,8 @@ class LabPool(WorkerPool):
 
 
 class _Lease:
-    """One attempt's hold on a lab worker (``LabPool.worker``): asked for at the next
-    settled step, then borrowed until the attempt ends. A class rather than a generator
+    """One attempt's place on a lab worker (``LabPool.worker``): asked for at the next
+    settled step, then held until the attempt ends. A class rather than a generator
     context manager: one fewer generator and its bookkeeping per lab attempt."""
 
     def __init__(self, pool: LabPool) -> None:
@@ -131,21 +159,16 @@ class _Lease:
         self._worker: ScriptWorker | None = None
 
     async def __aenter__(self) -> ScriptWorker:
-        pool = self._pool
-        fut = pool._ask()
+        fut = self._pool._ask()
         try:
-            await fut
+            self._worker = await fut
         except asyncio.CancelledError:
             if fut.done() and not fut.cancelled():
-                pool._release()  # given, but the attempt was cancelled before using it
+                self._pool._release(fut.result())  # given, but cancelled before its use
             raise
-        self._worker = pool.borrow()
         return self._worker
 
     async def __aexit__(self, *_: object) -> None:
         worker, self._worker = self._worker, None
         assert worker is not None
-        try:
-            await self._pool.give_back(worker)
-        finally:
-            self._pool._release()
+        self._pool._release(worker)

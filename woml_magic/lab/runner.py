@@ -49,8 +49,9 @@ from ..clock import Clock
 from ..engine import AttemptRunner, Engine, EngineConfig, check_scripts
 from ..events import Event
 from ..model import Run, Workflow
+from ..runtime import ScriptWorker
 from ..services import RunServices
-from .labclock import CLIENT, DEFAULT_WORKERS, LabPool, lab_clock, stream
+from .labclock import CLIENT, DEFAULT_WORKERS, LabPool, lab_clock, pipeline_depth, stream
 from .model_http import LabServer, ModelExchange, json_copy, lab_http
 
 
@@ -98,7 +99,7 @@ class _SettledStep:
     def __init__(self, pool: LabPool, exchange: ModelExchange | None) -> None:
         self._pool = pool
         self._exchange = exchange
-        self.late: set[asyncio.Future[None]] = set()
+        self.late: set[asyncio.Future[ScriptWorker]] = set()
 
     def __call__(self) -> bool:
         if self._pool.settle():
@@ -153,7 +154,7 @@ async def run_clients(
     began = time.perf_counter()
     config = config or EngineConfig()
     clock = lab_clock()
-    pool = LabPool(workers, stream(seed, "workers"))
+    pool = LabPool(workers, stream(seed, "workers"), pipeline_depth(workflow))
     pool.on_change = clock.kick
     exchange = (ModelExchange(server, clock, stream(seed, "server-order"))
                 if server is not None else None)
@@ -165,8 +166,8 @@ async def run_clients(
                for n, start in enumerate(starts)]
     http = lab_http(config, exchange, {c.run.id: c.client for c in clients})
     try:
+        await pool.warm()  # every worker starts at once
         await check_scripts(workflow, pool)  # spec §2.3: nothing runs if one fails
-        await pool.warm()
 
         async def one(client: ClientRun) -> None:
             CLIENT.set(client.client)

@@ -5,6 +5,8 @@ child process and returns ``AttemptResult``s; ``pool.py`` keeps warm workers. Th
 modules, one concept each:
 
     kernel side   worker.py      the attempt and syntax-check protocol driver
+                  pipeline.py    attempts sent ahead to one process, in its order
+                  commands.py    an attempt's commands to the child, encoded
                   transport.py   the child process and the kernel's end of its pipes
                   bridge.py      the services.* calls of an attempt, performed here
                   report.py      the kernel's verdict on what the child reports

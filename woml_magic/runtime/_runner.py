@@ -15,7 +15,7 @@ import json
 import os
 import re
 import sys
-from typing import Any, NamedTuple
+from typing import Any
 
 import quickjs
 
@@ -43,7 +43,15 @@ from .protocol import (
     SucceededMessage,
     settle_arguments,
 )
-from .wrapper import CLOSES_EARLY, FIRST_LINE, function_length, last_line, padding, wrap
+from .wrapper import (
+    CLOSES_EARLY,
+    FIRST_LINE,
+    function_length,
+    last_line,
+    padding,
+    reach_of,
+    wrap,
+)
 
 #: After this many `context.steps` reads in one attempt, all steps are fetched at once.
 MAX_STEP_QUESTIONS = 256
@@ -58,26 +66,6 @@ def _is_out_of_memory(error: BaseException) -> bool:
 
 
 _encode = json.JSONEncoder().encode
-
-
-class Reach(NamedTuple):
-    """Which of its arguments besides ``context`` a script can reach at all."""
-
-    attempt: bool
-    services: bool
-    console: bool
-
-
-@functools.lru_cache(maxsize=64)
-def _reach(script: str) -> Reach:
-    """Which arguments the script can reach (spec §4.5): a parameter is reachable only
-    through its name, ``arguments`` or a direct ``eval`` (the body is strict: no
-    ``with``, no ``caller``), each spelled in the text or with a ``\\u`` escape. An
-    argument the text cannot reach is never built (prelude.js ``configure``): no
-    script can tell, and a throwing script is spared most of its setting up.
-    """
-    dynamic = "arguments" in script or "eval" in script or "\\" in script
-    return Reach(*(dynamic or name in script for name in Reach._fields))
 
 
 @functools.lru_cache(maxsize=16)
@@ -250,7 +238,7 @@ class AttemptRunner:
         hook = contexts.hook
         lines = engine_line_count(script)  # QuickJS's lines: LS and PS may end one
         instrumented = instrument_catches(script, hook)
-        reach = _reach(script)
+        reach = reach_of(script)
         prepared = contexts.take(lines)
         contexts.router.current = self
         ctx = self.ctx = prepared.ctx

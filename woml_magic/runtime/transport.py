@@ -27,7 +27,7 @@ import sys
 import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 from woml_magic.services.registry import SERVICE_NAMES
 
@@ -65,6 +65,13 @@ class Received(NamedTuple):
 
     message: dict[str, Any]
     size: int = 0
+
+
+class Receiver(Protocol):
+    """Where a ``ChildProcess`` delivers what it reads: an ``Inbox``, or the ``Line`` of
+    attempts sent ahead to it (``pipeline.py``), which hands each on to its own."""
+
+    def put_nowait(self, item: Received) -> None: ...
 
 
 class Inbox:
@@ -163,7 +170,7 @@ class ChildProcess:
         os.set_blocking(self._in, False)
         os.set_blocking(self._out, False)
         self._loop: asyncio.AbstractEventLoop | None = None  # the loop serving the pipes
-        self._inbox: Inbox | None = None  # where messages go while attached
+        self._inbox: Receiver | None = None  # where messages go while attached
         self._received = bytearray()  # the start of a line not yet complete
         self._unsent = bytearray()  # bytes the pipe to the child has not taken yet
         self._exit: dict[str, Any] | None = None  # set once the child's stdout ends
@@ -176,7 +183,7 @@ class ChildProcess:
     def alive(self) -> bool:
         return self.popen.poll() is None
 
-    def attach(self, loop: asyncio.AbstractEventLoop, inbox: Inbox) -> None:
+    def attach(self, loop: asyncio.AbstractEventLoop, inbox: Receiver) -> None:
         """Serve the pipes from ``loop`` (the running loop) and deliver to ``inbox``."""
         self._inbox = inbox
         if self._exit is not None or self._closed:

@@ -17,9 +17,7 @@ anything between attempts (``_fresh``).
 from __future__ import annotations
 
 import asyncio
-import functools
 import itertools
-import json
 import weakref
 from collections.abc import Callable, Coroutine, Mapping
 from typing import Any, Final, cast
@@ -29,16 +27,10 @@ from woml_magic.limits import Limits
 from woml_magic.outcomes import CRASH, TIMEOUT
 from woml_magic.services.registry import SERVICE_NAMES
 
-from .attempt import (
-    AttemptRequest,
-    AttemptResult,
-    LogSink,
-    ServiceCall,
-    StallSink,
-    StepResults,
-    encode,
-)
+from .attempt import AttemptRequest, AttemptResult, LogSink, ServiceCall, StallSink
 from .bridge import ServiceBridge
+from .commands import run_line, step_reply
+from .pipeline import RESEND, Deadline, Line, Slot
 from .protocol import (
     CALL,
     CHECKED,
@@ -54,13 +46,8 @@ from .protocol import (
     LogMessage,
     NeedMessage,
     ReadyMessage,
-    RunAttempt,
-    RunStep,
-    StepCommand,
-    encode_line,
     line_limit,
 )
-from .protocol import run_line as protocol_run_line
 from .report import FAILURES, attempt_result, failure, protocol_fault, unexpected
 from .transport import EXITED, ChildProcess, Inbox, Received, died, kill_all
 from .wrapper import cell_position
@@ -74,7 +61,7 @@ class ScriptWorker:
 
     def __init__(
         self, *, start_process: Callable[[], ChildProcess] = ChildProcess,
-        keep_listening: bool = False,
+        keep_listening: bool = False, depth: int = 1,
     ) -> None:
         """``start_process`` makes the child process (a test may start another program
         that speaks the protocol, to see how the kernel takes what it says).
@@ -85,11 +72,23 @@ class ScriptWorker:
         lab attempt). Only for an owner that drives the worker from one loop and closes
         it there (the lab's pool): a loop may only be changed from its own thread, and
         the process's shared pool serves loops of several threads. Whatever the child
-        writes between attempts still replaces the process (``_fresh``)."""
+        writes between attempts still replaces the process (``_fresh``).
+
+        ``depth``: how many attempts may be under way at once, sent ahead to the one
+        process (``pipeline.py``); more than 1 only for an owner that keeps listening
+        and sends only attempts that never wait on the kernel (the lab, for scripts
+        that cannot reach ``services``)."""
+        if depth < 1 or (depth > 1 and not keep_listening):
+            raise ValueError("a worker sends attempts ahead (depth > 1) only while its "
+                             "loop keeps listening")
         self._start_process = start_process
         self._keep_listening = keep_listening
         self._holder: list[ChildProcess] = []
-        self._busy = False
+        self._depth = depth
+        self._running = 0  # attempts (or a check) under way
+        self._line = Line(self.kill)
+        self._line_loop: asyncio.AbstractEventLoop | None = None  # the loop serving it
+        self._starting: asyncio.Future[None] | None = None  # a start under way
         self._ids = itertools.count(1)
         self._prelude: str | None = None
         self._prelude_reason: str | None = None
@@ -120,11 +119,22 @@ class ScriptWorker:
         return self._holder[0] if self._holder else None
 
     async def start(self) -> None:
-        """Spawn the warm process unless one is running (idempotent)."""
+        """Spawn the warm process unless one is running (idempotent; attempts sent
+        again after a kill wait for one start)."""
+        while self._starting is not None:
+            await asyncio.shield(self._starting)
         process = self.process
         if process is not None and process.alive:
             return
         self.kill()
+        self._starting = asyncio.get_running_loop().create_future()
+        try:
+            await self._spawn()
+        finally:
+            starting, self._starting = self._starting, None
+            starting.set_result(None)
+
+    async def _spawn(self) -> None:
         try:
             process = self._start_process()
         except OSError as error:
@@ -141,17 +151,28 @@ class ScriptWorker:
         self._prelude_reason = ready.get("reason")
 
     def kill(self) -> None:
-        """SIGKILL and reap the process now; the next call starts a fresh one."""
+        """SIGKILL and reap the process now; the next call starts a fresh one. Attempts
+        sent ahead that had not started are sent again to it (``Line.requeue``) — at
+        once on the loop that sent them, else when that loop reads the process's end."""
         kill_all(self._holder)
+        try:
+            here = asyncio.get_running_loop()
+        except RuntimeError:
+            here = None
+        if here is not None and here is self._line_loop:
+            self._line.requeue()
 
     async def aclose(self) -> None:
         """Stop the process (idempotent)."""
         self.kill()
 
-    def _enter(self) -> None:
-        if self._busy:
-            raise RuntimeError("a ScriptWorker runs one attempt or check at a time")
-        self._busy = True
+    def _enter(self, *, check: bool = False) -> None:
+        if self._running >= self._depth or (check and self._running):
+            raise RuntimeError("a ScriptWorker runs one attempt or check at a time"
+                               if self._depth == 1 else
+                               f"a ScriptWorker runs a check alone, or up to {self._depth} "
+                               "attempts at a time")
+        self._running += 1
 
     async def _fresh(self) -> ChildProcess:
         """The warm process, replaced first if it holds output nobody asked for.
@@ -159,11 +180,12 @@ class ScriptWorker:
         Between attempts the child writes nothing; anything waiting in its pipe (or a
         line half read) belongs to no one, so the process is replaced rather than
         drained: the next attempt never reads what an earlier one left (spec §4.5).
+        (While attempts sent ahead are under way, what it writes is theirs.)
         """
         await self.start()
         process = self.process
         assert process is not None
-        if process.pending_output():
+        if not len(self._line) and process.pending_output():
             self.kill()
             await self.start()
             process = self.process
@@ -192,7 +214,7 @@ class ScriptWorker:
     ) -> tuple[str, int, int] | None:
         """None if ``script`` compiles as an async function body, else (message, cell line,
         cell column) of the first syntax error (spec §2.3). Runs none of the script."""
-        self._enter()
+        self._enter(check=True)
         try:
             process = await self._fresh()
             process.max_line = DEFAULT_MAX_LINE
@@ -216,21 +238,24 @@ class ScriptWorker:
             line, column = cell_position(js_line, js_column, script, script_line, script_column)
             return str(text), line, column
         finally:
-            self._busy = False
+            self._running -= 1
 
     async def run_attempt(
         self, request: AttemptRequest, services: ServiceCall, on_log: LogSink,
-        on_stall: StallSink | None = None, *, deadline: asyncio.Future[None] | None = None,
+        on_stall: StallSink | None = None, *, deadline: Deadline = None,
     ) -> AttemptResult:
         """Run one attempt in a fresh QuickJS context and report its outcome (spec §3.2).
 
         Cancelling the awaiting task kills the worker (so even ``while (true) {}``
         ends), cancels service calls in flight and re-raises ``CancelledError``.
         ``on_stall`` is called if the script awaits something nothing can settle: the
-        attempt then only ends at its timeout (or cancellation).
-        ``deadline`` (the step's timeout on the run's clock, ``Clock.alarm``): when it
-        completes first, the worker is killed the same way and the attempt ends
-        ``timeout`` — the engine's race of script and timeout without a task for each.
+        attempt then only ends at its timeout (or cancellation), and the process, which
+        can do nothing more for it, is replaced.
+        ``deadline`` (the step's timeout on the run's clock, ``Clock.alarm``), or how to
+        arm it, when the attempt starts: when it completes first, the worker is killed
+        the same way and the attempt ends ``timeout`` — the engine's race of script and
+        timeout without a task for each. An attempt sent ahead (``depth``) starts when
+        those before it have ended (``pipeline.py``).
         """
         self._enter()
         inbox = Inbox()
@@ -239,23 +264,37 @@ class ScriptWorker:
             if not alarm.cancelled():  # a deadline called off ends nothing
                 inbox.put_nowait(Received({"type": TIMEOUT}))
 
-        if deadline is not None:
-            deadline.add_done_callback(ring)
+        slot = Slot(next(self._ids), inbox, deadline, ring)
+        if not len(self._line):
+            slot.arm()  # nothing ahead: its time runs from now, a start included
         try:
-            process = self.process
-            if process is None or not process.alive or process.pending_output():
-                try:
-                    process = await self._until(self._fresh(), deadline)
-                except WomlRunError as error:
-                    return AttemptResult(CRASH, error_name="WorkerError",
-                                         error_message=str(error))
-                if process is None:
-                    return AttemptResult(TIMEOUT)
-            return await self._attempt(process, request, services, on_log, on_stall, inbox)
+            while True:
+                process = self.process
+                # With attempts under way on it, the process is alive as far as anyone can
+                # know (if it goes, the line hears it), and what it writes is theirs.
+                if process is None or self._starting is not None or (
+                        not len(self._line)
+                        and (not process.alive or process.pending_output())):
+                    try:
+                        process = await self._until(self._fresh(), slot.deadline)
+                    except WomlRunError as error:
+                        return AttemptResult(CRASH, error_name="WorkerError",
+                                             error_message=str(error))
+                    if process is None:
+                        return AttemptResult(TIMEOUT)
+                result = await self._attempt(process, slot, request, services, on_log,
+                                             on_stall)
+                if result is not None:
+                    return result
+                # None: the process went before the attempt started; sent again.
         finally:
-            if deadline is not None:
-                deadline.remove_done_callback(ring)
-            self._busy = False
+            slot.end()
+            if not slot.abandoned:
+                self._line.remove(slot)
+            process = self.process
+            if process is not None and not len(self._line):
+                process.detach(keep=self._keep_listening)
+            self._running -= 1
 
     async def _until(
         self, starting: Coroutine[Any, Any, ChildProcess], deadline: asyncio.Future[None] | None,
@@ -275,41 +314,56 @@ class ScriptWorker:
                 self.kill()
         return start.result() if start.done() else None  # not done: the deadline came
 
+    def _end_run_of(self, slot: Slot) -> None:
+        """Kill the process if it is running ``slot``'s attempt (not if the attempt has
+        left it already, or has not started); the attempts behind it are sent again."""
+        if self._line.first() is slot and slot.started:
+            kill_all(self._holder)
+            self._line.requeue(ending=slot)
+
     async def _attempt(
-        self, process: ChildProcess, request: AttemptRequest, services: ServiceCall,
-        on_log: LogSink, on_stall: StallSink | None, inbox: Inbox,
-    ) -> AttemptResult:
-        attempt_id = next(self._ids)
+        self, process: ChildProcess, slot: Slot, request: AttemptRequest,
+        services: ServiceCall, on_log: LogSink, on_stall: StallSink | None,
+    ) -> AttemptResult | None:
+        """The attempt on ``process``; None if the process went before it started."""
+        attempt_id = slot.id
+        inbox = slot.inbox
         bridge: ServiceBridge | None = None  # made at the first call: most attempts make none
         log_lines = log_bytes = 0
         # The child adds at most two lines of its own (truncation, a stalled script).
         limits = request.limits
         max_log_lines = limits.max_log_lines + 2
         max_log_bytes = limits.max_log_bytes + 1024
-        process.max_line = line_limit(
+        longest = line_limit(
             limits.max_result_bytes, limits.max_call_args_bytes, limits.max_log_bytes
         )
-        process.attach(asyncio.get_running_loop(), inbox)
+        line = self._line
+        process.max_line = max(process.max_line, longest) if len(line) else longest
+        line.add(slot)
+        self._line_loop = asyncio.get_running_loop()
+        process.attach(self._line_loop, line)
         try:
             process.send_line(run_line(request, attempt_id))
             while True:
                 message, size = await inbox.get()
                 kind = message.get("type")
+                if kind == RESEND:
+                    return None
                 if kind in FAILURES:
-                    self.kill()
+                    self._end_run_of(slot)
                     return failure(message)
                 if kind == TIMEOUT:  # the deadline (run_attempt): never the child's
-                    self.kill()
+                    self._end_run_of(slot)
                     return AttemptResult(TIMEOUT)
                 if message.get("id") != attempt_id:
-                    self.kill()
+                    self._end_run_of(slot)
                     return protocol_fault(f"{unexpected(message)} during attempt {attempt_id}")
                 if kind == LOG:
                     log = cast(LogMessage, message)
                     log_lines += log["text"].count("\n") + 1
                     log_bytes += len(log["text"].encode("utf-8", "replace"))
                     if log_lines > max_log_lines or log_bytes > max_log_bytes:
-                        self.kill()
+                        self._end_run_of(slot)
                         return protocol_fault("console output past the limits the worker "
                                               "enforces")
                     on_log(log["level"], log["text"])
@@ -319,7 +373,7 @@ class ScriptWorker:
                         bridge = ServiceBridge(process, attempt_id, services, request, inbox)
                     problem = bridge.call(cast(CallMessage, message), size)
                     if problem is not None:
-                        self.kill()
+                        self._end_run_of(slot)
                         return protocol_fault(problem)
                 elif kind == NEED:
                     step = cast(NeedMessage, message)["step"]
@@ -327,74 +381,20 @@ class ScriptWorker:
                 elif kind == STALLED:
                     if on_stall is not None:
                         on_stall()
+                    # The child reads nothing more until it is killed: replaced now, so
+                    # attempts sent after this one go to a fresh process.
+                    self._end_run_of(slot)
                 elif kind == DONE:
                     return attempt_result(message, request)
                 else:  # "ready" or "checked" in the middle of an attempt
-                    self.kill()
+                    self._end_run_of(slot)
                     return protocol_fault(f"{unexpected(message)} during attempt {attempt_id}")
         except BaseException:
-            self.kill()
+            if slot.started:
+                self._end_run_of(slot)
+            else:
+                slot.abandoned = True  # replaced when its turn comes (``Line``)
             raise
         finally:
-            process.detach(keep=self._keep_listening)
             if bridge is not None:
                 await bridge.aclose()
-
-
-def run_line(request: AttemptRequest, attempt_id: int) -> bytes:
-    """The ``run`` command of one attempt, as the line sent to the child."""
-    context = request.context
-    payload = request.payload_text
-    if payload is None:
-        payload = encode(context.get("payload"))
-    rest = {key: value for key, value in context.items() if key not in ("payload", "steps")}
-    return protocol_run_line(RunAttempt(
-        op="run",
-        id=attempt_id,
-        payload=payload,
-        context=rest,
-        stepCount=len(context.get("steps") or ()),
-        attempt=request.attempt,
-        nowMs=request.now_ms(),
-    ), _step_fields(request.script, request.limits, request.secret_names))
-
-
-@functools.lru_cache(maxsize=256)
-def _step_fields(script: str, limits: Limits, secret_names: tuple[str, ...]) -> bytes:
-    """The fields of a ``run`` command every attempt of a step shares, encoded once."""
-    return encode_line(RunStep(
-        script=script,
-        memoryLimit=limits.memory_limit_bytes,
-        maxResultBytes=limits.max_result_bytes,
-        maxLogLines=limits.max_log_lines,
-        maxLogBytes=limits.max_log_bytes,
-        maxArgsBytes=limits.max_call_args_bytes,
-        maxDepth=limits.max_json_depth,
-        services=list(SERVICES),
-        secrets=list(secret_names),
-    ))
-
-
-def step_reply(request: AttemptRequest, attempt_id: int, name: str) -> StepCommand:
-    """The answer to a ``context.steps`` read of step ``name``, or of all of them for
-    ``""`` (spec §3.6): a result's JSON text, ``""`` for none, or ``refused`` with the
-    reason when the results cannot be given."""
-    steps = request.context.get("steps") or {}
-    reply = StepCommand(op="step", attempt=attempt_id, text="", refused=None)
-    if name:
-        if isinstance(steps, StepResults):
-            reply["text"] = steps.text(name) or ""
-        elif name in steps:
-            reply["text"] = encode(steps[name])
-        return reply
-    texts = steps.texts() if isinstance(steps, StepResults) else \
-        {key: encode(value) for key, value in steps.items()}
-    size = sum(len(text) + len(key) + 4 for key, text in texts.items())
-    if size > request.limits.memory_limit_bytes:
-        reply["refused"] = (f"context.steps holds {size} bytes of results, more than the "
-                            f"attempt's memory limit of {request.limits.memory_limit_bytes} bytes; "
-                            "read the steps you need by name")
-    else:
-        reply["text"] = "{" + ",".join(f"{json.dumps(key)}:{text}"
-                                       for key, text in texts.items()) + "}"
-    return reply

@@ -21,7 +21,9 @@ line, which the cell does not show) and counts columns in UTF-8 bytes.
 
 from __future__ import annotations
 
+import functools
 import os
+from typing import NamedTuple
 
 HEADER = '(async function (context, attempt, services, console) { "use strict";\n'
 FOOTER = "\n})"
@@ -33,6 +35,28 @@ CLOSES_EARLY = (
     "the body of one async function"
 )
 """Why a script whose text ends the wrapper's function before its footer is refused."""
+
+
+class Reach(NamedTuple):
+    """Which of its arguments besides ``context`` a script can reach at all."""
+
+    attempt: bool
+    services: bool
+    console: bool
+
+
+@functools.lru_cache(maxsize=64)
+def reach_of(script: str) -> Reach:
+    """Which arguments the script can reach (spec §4.5): a parameter is reachable only
+    through its name, ``arguments`` or a direct ``eval`` (the body is strict: no
+    ``with``, no ``caller``), each spelled in the text or with a ``\\u`` escape. An
+    argument the text cannot reach is never built (prelude.js ``configure``): no
+    script can tell, and a throwing script is spared most of its setting up. A script
+    that cannot reach ``services`` never waits on the kernel (the lab sends its
+    attempts ahead, ``lab.labclock``).
+    """
+    dynamic = "arguments" in script or "eval" in script or "\\" in script
+    return Reach(*(dynamic or name in script for name in Reach._fields))
 
 
 def last_line(script_lines: int) -> int:
