@@ -6,6 +6,8 @@ attempt's deadline starts when it does. Real worker processes throughout."""
 from __future__ import annotations
 
 import asyncio
+import os
+import random
 import threading
 import time
 from collections.abc import Callable
@@ -15,7 +17,7 @@ import pytest
 
 import woml_magic as wm
 from woml_magic.lab import labclock
-from woml_magic.lab.labclock import PIPELINE_DEPTH, pipeline_depth
+from woml_magic.lab.labclock import PIPELINE_DEPTH, LabPool, pipeline_depth
 from woml_magic.runtime import AttemptRequest, AttemptResult, ScriptWorker
 from woml_magic.runtime.wrapper import reach_of
 
@@ -293,3 +295,32 @@ def test_sending_attempts_ahead_changes_nothing_a_client_sees(
     one_at_a_time = wm.lab(doc, clients=40, seed=9, sample=0)
     assert seen(sent_ahead) == seen(one_at_a_time)
     assert sent_ahead.attempts == one_at_a_time.attempts == 10 * 1 + 30 * 4
+
+
+@pytest.mark.skipif(not hasattr(os, "SCHED_BATCH"), reason="Linux's scheduling policies")
+def test_a_labs_workers_are_batch_work_and_a_plain_worker_is_not() -> None:
+    """A lab's worker processes never preempt the kernel that feeds them
+    (``transport.as_batch_work``), also once restarted after a kill; a plain run's
+    worker keeps the ordinary policy (its one attempt is what the user waits for)."""
+    pool = LabPool(1, random.Random(0), depth=2)
+
+    async def main() -> tuple[int, int]:
+        await pool.warm()
+        (worker,) = pool.idle
+        assert worker.pid is not None
+        first = os.sched_getscheduler(worker.pid)
+        worker.kill()
+        await worker.start()
+        assert worker.pid is not None
+        again = os.sched_getscheduler(worker.pid)
+        await pool.aclose()
+        return first, again
+
+    assert asyncio.run(main()) == (os.SCHED_BATCH, os.SCHED_BATCH)
+    plain = ScriptWorker()
+    asyncio.run(plain.start())
+    try:
+        assert plain.pid is not None
+        assert os.sched_getscheduler(plain.pid) == os.SCHED_OTHER
+    finally:
+        plain.kill()

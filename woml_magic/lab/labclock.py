@@ -15,6 +15,7 @@ from ..clock import SimulatedClock
 from ..model import Workflow
 from ..runtime import ScriptWorker
 from ..runtime.pool import WorkerPool
+from ..runtime.transport import ChildProcess
 from ..runtime.wrapper import reach_of
 
 #: Scripts' ``Date.now()`` in a lab at simulated time 0: 2025-01-01T00:00:00Z, the same
@@ -106,8 +107,11 @@ class LabPool(WorkerPool):
 
     def new_worker(self) -> ScriptWorker:
         """A worker the lab's loop keeps listening to between attempts: only this loop
-        drives the lab's workers, and ``aclose`` stops them on it (``ScriptWorker``)."""
-        return ScriptWorker(keep_listening=True, depth=self._depth)
+        drives the lab's workers, and ``aclose`` stops them on it (``ScriptWorker``).
+        Its process is batch work (``transport.as_batch_work``): it never takes the
+        core of the kernel that feeds it."""
+        return ScriptWorker(start_process=_batch_process, keep_listening=True,
+                            depth=self._depth)
 
     def settle(self) -> bool:
         """Queue the clients that asked since the last step, in the seed's order, and
@@ -147,6 +151,10 @@ class LabPool(WorkerPool):
 
     def worker(self) -> contextlib.AbstractAsyncContextManager[ScriptWorker]:
         return _Lease(self)
+
+
+def _batch_process() -> ChildProcess:
+    return ChildProcess(batch=True)
 
 
 class _Lease:
