@@ -31,8 +31,8 @@ import heapq
 import itertools
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterable, Iterator
-from contextlib import AbstractContextManager, contextmanager, nullcontext
+from collections.abc import Callable, Iterable
+from contextlib import AbstractContextManager, nullcontext
 from typing import Final, Literal, get_args
 
 from .errors import one_of, quote
@@ -207,26 +207,28 @@ class SimulatedClock(Clock):
         self.kick()
         return fut
 
-    @contextmanager
-    def busy(self) -> Iterator[None]:
+    def busy(self) -> AbstractContextManager[None]:
+        return _Busy(self)
+
+    def _hold(self) -> None:
         self._busy += 1
         self._progress = time.monotonic()
-        try:
-            yield
-        finally:
-            self._busy -= 1
-            self._progress = time.monotonic()
-            self.kick()
+
+    def _let_go(self) -> None:
+        self._busy -= 1
+        self._progress = time.monotonic()
+        self.kick()
 
     def kick(self) -> None:
         """Look at the timers again on the next loop iteration, after the callbacks
         ready now (one look sees every change made before it)."""
+        if self._soon is not None:
+            return  # a look is due already; it will see this change
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:  # outside a loop nothing can be waiting
             return
-        if self._soon is None:
-            self._soon = loop.call_soon(self._advance)
+        self._soon = loop.call_soon(self._advance)
 
     def _advance(self) -> None:
         self._soon = None
@@ -299,6 +301,22 @@ class SimulatedClock(Clock):
     def view(self, start: float) -> ShiftedClock:
         """This clock as seen by something that started at ``start`` on it."""
         return ShiftedClock(self, start)
+
+
+class _Busy:
+    """``SimulatedClock.busy()``: real work under way while entered. A class, not a
+    generator context manager: a lab enters one for every attempt."""
+
+    __slots__ = ("_clock",)
+
+    def __init__(self, clock: SimulatedClock) -> None:
+        self._clock = clock
+
+    def __enter__(self) -> None:
+        self._clock._hold()
+
+    def __exit__(self, *_: object) -> None:
+        self._clock._let_go()
 
 
 #: What a clock's look is, to tell it from work in ``loop_has_ready_callbacks``.

@@ -43,14 +43,16 @@ class Activity:
         if busy is not None:
             busy.__exit__(None, None, None)
 
-    @contextlib.contextmanager
-    def running(self) -> Iterator[None]:
-        """While the attempt's script runs."""
+    def running(self) -> AbstractContextManager[None]:
+        """While the attempt's script runs (the activity itself is the context manager:
+        one fewer generator per attempt)."""
+        return self
+
+    def __enter__(self) -> None:
         self._hold()
-        try:
-            yield
-        finally:
-            self._release()
+
+    def __exit__(self, *_: object) -> None:
+        self._release()
 
     @contextlib.contextmanager
     def awaiting_service(self) -> Iterator[None]:
