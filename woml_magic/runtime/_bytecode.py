@@ -33,7 +33,7 @@ import ctypes
 import os
 from typing import Any
 
-import quickjs
+import _quickjs as quickjs  # the extension, not its package: binding.py says why
 
 from .binding import unverified
 
@@ -82,8 +82,7 @@ class _JSValue(ctypes.Structure):
 
 def library() -> Any | None:
     """The binding's shared library with the C functions typed, or None."""
-    binding = getattr(quickjs, "_quickjs", None)
-    path = getattr(binding, "__file__", None)
+    path = getattr(quickjs, "__file__", None)
     if path is None or _POINTER != 8:
         return None
     try:

@@ -15,7 +15,7 @@ import json
 from pathlib import Path
 from typing import Any, Protocol
 
-import quickjs
+import _quickjs as quickjs  # the extension, not its package: binding.py says why
 
 from ._bytecode import Bytecode, CompiledScript
 from .wrapper import (

@@ -17,7 +17,7 @@ import re
 import sys
 from typing import Any
 
-import quickjs
+import _quickjs as quickjs  # the extension, not its package: binding.py says why
 
 from woml_magic.javascript import engine_line_count
 from woml_magic.limits import JSONLimitError, loads_limited

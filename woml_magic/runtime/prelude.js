@@ -117,7 +117,7 @@
   let PAD_LINES = 0;
   let settings = null;
   // The script's arguments; `attempt`, `services` and `console` stay undefined for a
-  // script that cannot name them (_runner.py `_reach`).
+  // script that cannot name them (wrapper.py `reach_of`).
   let context = null;
   let attempt;
   let services;
