@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,16 @@ def rss_mb() -> float:
     raise RuntimeError("no VmRSS")
 
 
+
+
+@pytest.fixture(autouse=True)
+def _stop_kept_lab_workers() -> Iterator[None]:
+    """Stop the workers a lab keeps warm for the next one (``labclock.KeptWorkers``):
+    tests count the worker processes they leave, so each test starts without them."""
+    yield
+    labclock = sys.modules.get("woml_magic.lab.labclock")
+    if labclock is not None:
+        labclock.KEPT.stop()
 
 
 @pytest.fixture(autouse=True)

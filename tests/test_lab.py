@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import html
 import sys
+import time
 import uuid
 
 import pytest
@@ -20,7 +21,7 @@ from hypothesis import strategies as st
 import woml_magic as wm
 from woml_magic.demo import DemoAPI
 from woml_magic.errors import WomlExtraMissing
-from woml_magic.lab import LabModelError, LabResult, ModelServer, lab_async
+from woml_magic.lab import LabModelError, LabResult, ModelServer, lab_async, labclock
 from woml_magic.lab.simulate import simulate
 from woml_magic.lab.whatif import NOT_WOML
 
@@ -31,6 +32,10 @@ const r = await services.http.request({{method: "POST", url: context.payload.api
   idempotency: {{header: "Idempotency-Key", value: attempt.idempotencyKey}}}});
 return r.status;
 </script></step>"""
+
+
+THROWING_DOC = ('<step id="s" retry="2" retry-delay="1s"><script>throw new Error("x");'
+                "</script></step>")
 
 
 def call_doc(retry: int = 4, delay: str = "5s", backoff: str = "") -> str:
@@ -230,10 +235,36 @@ def test_without_the_lab_extra_plots_say_which_extra_to_install(
     assert "<table" in page
 
 
-def test_no_worker_is_left_behind() -> None:
+def test_no_worker_is_left_behind(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A lab's workers wait ``KEEP_S`` for the next lab (``labclock.KeptWorkers``), then
+    stop: none is left behind."""
+    monkeypatch.setattr(labclock, "KEEP_S", 0.3)
+    labclock.KEPT.stop()
     before = child_pids()
     wm.lab(call_doc(retry=1), clients=4, seed=0, sample=0)
+    kept = set(labclock.KEPT.pids)
+    assert len(kept) == labclock.DEFAULT_WORKERS
+    assert kept <= child_pids()
+    deadline = time.monotonic() + 10
+    while not child_pids() <= before and time.monotonic() < deadline:
+        time.sleep(0.05)
     assert child_pids() <= before
+    assert labclock.KEPT.pids == ()
+
+
+def test_the_next_lab_starts_no_worker_and_a_smaller_one_stops_the_rest() -> None:
+    labclock.KEPT.stop()
+    wm.lab(THROWING_DOC, clients=3, seed=0, sample=0)
+    first = set(labclock.KEPT.pids)
+    wm.lab(call_doc(retry=1), clients=3, seed=0, sample=0)  # one attempt per worker here
+    assert set(labclock.KEPT.pids) == first
+    before = child_pids()
+    wm.lab(THROWING_DOC, clients=3, seed=0, sample=0, workers=1)
+    (only,) = labclock.KEPT.pids
+    assert only in first
+    assert child_pids() <= before
+    labclock.KEPT.stop()
+    assert not first & child_pids()
 
 
 # -- the property: a lab never changes a plain run ------------------------------------------

@@ -5,6 +5,7 @@ handed out in an order drawn from the seed — what makes a lab deterministic.""
 from __future__ import annotations
 
 import asyncio
+import atexit
 import collections
 import contextlib
 import contextvars
@@ -28,6 +29,10 @@ STALL_S = 1.0
 
 #: Warm script workers for a lab (measured on 2 cores: bench/lab.py; 3 was fastest).
 DEFAULT_WORKERS = 3
+
+#: Real seconds a lab's warm workers wait for the next lab on the same loop before they
+#: stop (``KeptWorkers``).
+KEEP_S = 30.0
 
 #: Attempts a lab sends ahead to each worker when no script can reach ``services``
 #: (``pipeline_depth``; measured on 2 cores: bench/lab.py, docs/performance.md).
@@ -70,6 +75,60 @@ def pipeline_depth(workflow: Workflow) -> int:
 CLIENT: contextvars.ContextVar[int] = contextvars.ContextVar("woml_lab_client", default=-1)
 
 
+class KeptWorkers:
+    """The last lab's warm workers, kept ``KEEP_S`` real seconds for the next lab on the
+    same loop (spec §4.5: warm workers are reused across runs), then stopped.
+
+    A lab's workers take ≈ 0.1 s to start, the time of 400 of its attempts; a notebook
+    runs one lab after another (the retry-lab notebook, a lab cell run again), and
+    each then starts none. Only healthy, idle workers are kept, of one lab at a time;
+    they are stopped when their time is up, when a lab on another loop asks, and at
+    interpreter exit. A worker whose process ended meanwhile is started again by its
+    next attempt, as any worker is.
+    """
+
+    def __init__(self) -> None:
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._workers: list[ScriptWorker] = []
+        self._timer: asyncio.TimerHandle | None = None
+        atexit.register(self.stop)
+
+    @property
+    def pids(self) -> tuple[int | None, ...]:
+        """The kept workers' process ids (for tests)."""
+        return tuple(worker.pid for worker in self._workers)
+
+    def take(self, loop: asyncio.AbstractEventLoop, most: int) -> list[ScriptWorker]:
+        """Up to ``most`` kept workers for a lab on ``loop``; the others are stopped."""
+        if loop is not self._loop:
+            self.stop()
+            return []
+        taken, self._workers = self._workers[:most], self._workers[most:]
+        self.stop()
+        return taken
+
+    def keep(self, loop: asyncio.AbstractEventLoop, workers: list[ScriptWorker]) -> None:
+        """Keep ``workers`` (those of a lab that has ended on ``loop``) for ``KEEP_S``."""
+        self.stop()
+        self._loop = loop
+        self._workers = workers
+        self._timer = loop.call_later(KEEP_S, self.stop)
+
+    def stop(self) -> None:
+        """Stop every kept worker now."""
+        timer, self._timer = self._timer, None
+        if timer is not None:
+            timer.cancel()
+        workers, self._workers = self._workers, []
+        self._loop = None
+        for worker in workers:
+            worker.kill()
+
+
+#: The one set of kept workers of this process.
+KEPT = KeptWorkers()
+
+
 class LabPool(WorkerPool):
     """A fixed number of warm script workers shared by every client (spec §4.5), each
     taking up to ``depth`` attempts at once (``pipeline_depth``).
@@ -99,11 +158,26 @@ class LabPool(WorkerPool):
 
     async def warm(self) -> None:
         """Start every worker at once, before the clients need them (the scripts'
-        syntax check, ``check_scripts``, runs on one of them)."""
-        started = [self.new_worker() for _ in range(self._workers)]
+        syntax check, ``check_scripts``, runs on one of them): those the last lab on
+        this loop left warm (``KEPT``) first."""
+        kept = KEPT.take(asyncio.get_running_loop(), self._workers)
+        for worker in kept:
+            worker.set_depth(self._depth)
+        started = kept + [self.new_worker() for _ in range(self._workers - len(kept))]
         self._idle.extend(started)  # ``aclose`` stops them, started or not
         await asyncio.gather(*(worker.start() for worker in started))
         self._load = dict.fromkeys(started, 0)
+
+    async def aclose(self) -> None:
+        """Keep the healthy, idle workers warm for the next lab (``KEPT``); stop the
+        others."""
+        workers = self._take_idle()
+        healthy = [worker for worker in workers if worker.idle]
+        for worker in workers:
+            if worker not in healthy:
+                await worker.aclose()
+        if healthy:
+            KEPT.keep(asyncio.get_running_loop(), healthy)
 
     def new_worker(self) -> ScriptWorker:
         """A worker the lab's loop keeps listening to between attempts: only this loop

@@ -78,21 +78,39 @@ class ScriptWorker:
         process (``pipeline.py``); more than 1 only for an owner that keeps listening
         and sends only attempts that never wait on the kernel (the lab, for scripts
         that cannot reach ``services``)."""
-        if depth < 1 or (depth > 1 and not keep_listening):
-            raise ValueError("a worker sends attempts ahead (depth > 1) only while its "
-                             "loop keeps listening")
         self._start_process = start_process
         self._keep_listening = keep_listening
         self._holder: list[ChildProcess] = []
-        self._depth = depth
         self._running = 0  # attempts (or a check) under way
         self._line = Line(self.kill)
+        self._depth = 1
+        self.set_depth(depth)
         self._line_loop: asyncio.AbstractEventLoop | None = None  # the loop serving it
         self._starting: asyncio.Future[None] | None = None  # a start under way
         self._ids = itertools.count(1)
         self._prelude: str | None = None
         self._prelude_reason: str | None = None
         self._finalizer = weakref.finalize(self, kill_all, self._holder)
+
+    @property
+    def depth(self) -> int:
+        """How many attempts it takes at once (``__init__``)."""
+        return self._depth
+
+    def set_depth(self, depth: int) -> None:
+        """Take up to ``depth`` attempts at once from now on: only while none is under
+        way, and more than 1 only for a worker whose loop keeps listening."""
+        if self._running:
+            raise RuntimeError("a ScriptWorker's depth changes only between attempts")
+        if depth < 1 or (depth > 1 and not self._keep_listening):
+            raise ValueError("a worker sends attempts ahead (depth > 1) only while its "
+                             "loop keeps listening")
+        self._depth = depth
+
+    @property
+    def idle(self) -> bool:
+        """Whether its process is running with no attempt or check under way on it."""
+        return self.pid is not None and not self._running and not len(self._line)
 
     @property
     def pid(self) -> int | None:
