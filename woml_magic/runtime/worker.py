@@ -92,11 +92,6 @@ class ScriptWorker:
         self._prelude_reason: str | None = None
         self._finalizer = weakref.finalize(self, kill_all, self._holder)
 
-    @property
-    def depth(self) -> int:
-        """How many attempts it takes at once (``__init__``)."""
-        return self._depth
-
     def set_depth(self, depth: int) -> None:
         """Take up to ``depth`` attempts at once from now on: only while none is under
         way, and more than 1 only for a worker whose loop keeps listening."""
