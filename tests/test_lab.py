@@ -236,8 +236,8 @@ def test_without_the_lab_extra_plots_say_which_extra_to_install(
 
 
 def test_no_worker_is_left_behind(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A lab's workers wait ``KEEP_S`` for the next lab (``labclock.KeptWorkers``), then
-    stop: none is left behind."""
+    """A lab's workers wait ``KEEP_S`` for the next lab (``labclock.KeptWorkers``; spec
+    §4.5: warm workers reused across runs), then stop: none is left behind."""
     monkeypatch.setattr(labclock, "KEEP_S", 0.3)
     labclock.KEPT.stop()
     before = child_pids()
@@ -253,6 +253,8 @@ def test_no_worker_is_left_behind(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_the_next_lab_starts_no_worker_and_a_smaller_one_stops_the_rest() -> None:
+    """Spec §4.5 (warm workers reused across runs), §11: the next lab takes the last
+    one's workers; a lab with fewer workers stops the others."""
     labclock.KEPT.stop()
     wm.lab(THROWING_DOC, clients=3, seed=0, sample=0)
     first = set(labclock.KEPT.pids)

@@ -299,8 +299,8 @@ def test_sending_attempts_ahead_changes_nothing_a_client_sees(
 
 @pytest.mark.skipif(not hasattr(os, "SCHED_BATCH"), reason="Linux's scheduling policies")
 def test_a_labs_workers_are_batch_work_and_a_plain_worker_is_not() -> None:
-    """A lab's worker processes never preempt the kernel that feeds them
-    (``transport.as_batch_work``), also once restarted after a kill; a plain run's
+    """A lab's worker processes (spec §4.5, §11) never preempt the kernel that feeds
+    them (``transport.as_batch_work``), also once restarted after a kill; a plain run's
     worker keeps the ordinary policy (its one attempt is what the user waits for)."""
     pool = LabPool(1, random.Random(0), depth=2)
 
