@@ -324,3 +324,58 @@ def test_a_labs_workers_are_batch_work_and_a_plain_worker_is_not() -> None:
         assert os.sched_getscheduler(plain.pid) == os.SCHED_OTHER
     finally:
         plain.kill()
+
+
+
+def test_a_pool_that_sends_ahead_gives_free_places_at_once() -> None:
+    """spec §11: with attempts sent ahead no script can reach ``services``, so which
+    client runs first changes nothing: a client takes a free place the moment it asks,
+    without waiting for a settled step, and otherwise queues in the order it asked."""
+    pool = LabPool(1, random.Random(0), depth=2)
+
+    async def main() -> list[str]:
+        await pool.warm()
+        a, b, c, d = (pool.worker() for _ in range(4))
+        await a.__aenter__()  # returns at once: no settled step ever ran
+        await b.__aenter__()
+        given: list[str] = []
+        waiting = {name: asyncio.ensure_future(lease.__aenter__())
+                   for name, lease in (("c", c), ("d", d))}
+        for name, fut in waiting.items():
+            fut.add_done_callback(lambda _, name=name: given.append(name))
+        await asyncio.sleep(0)
+        assert given == []  # both places are taken
+        assert not pool.settle()  # nothing for a settled step to give
+        await a.__aexit__(None, None, None)
+        for _ in range(3):  # the request's future, its task, the task's callback
+            await asyncio.sleep(0)
+        assert given == ["c"]  # the place given back goes to the first to ask
+        await b.__aexit__(None, None, None)
+        await asyncio.gather(*waiting.values())
+        for lease in (c, d):
+            await lease.__aexit__(None, None, None)
+        await pool.aclose()
+        return given
+
+    assert asyncio.run(main()) == ["c", "d"]
+
+
+def test_a_pool_of_one_attempt_per_worker_gives_places_at_the_settled_step() -> None:
+    """spec §11: scripts that may call ``services`` meet the server and the clock, so
+    the order of clients is the seed's: a request waits for the next settled step even
+    with a place free."""
+    pool = LabPool(1, random.Random(0), depth=1)
+
+    async def main() -> None:
+        await pool.warm()
+        lease = pool.worker()
+        asked = asyncio.ensure_future(lease.__aenter__())
+        await asyncio.sleep(0)
+        assert not asked.done()
+        assert pool.settle()
+        await asyncio.sleep(0)
+        assert asked.done()
+        await lease.__aexit__(None, None, None)
+        await pool.aclose()
+
+    asyncio.run(main())

@@ -13,7 +13,9 @@ running and the event loop is idle (every client waits on a worker, the server o
 the clock), the lab clock's ``on_idle`` does the first of
 
 1. give free script workers to the clients waiting for one (``LabPool.settle``), in
-   an order drawn from the seed;
+   an order drawn from the seed (when no script can reach ``services``, a client
+   takes a free place the moment it asks instead: such an attempt meets nothing
+   another client changes, so the order changes nothing; ``LabPool``);
 2. answer the requests the server model holds, in an order drawn from the seed
    (``ModelExchange.flush``; a real server sees simultaneous requests in no
    particular order);

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import contextlib
 import signal
 from collections.abc import Callable
 from typing import Final
@@ -41,7 +40,8 @@ Deadline = asyncio.Future[None] | Callable[[], asyncio.Future[None]] | None
 class Slot:
     """One attempt sent (or about to be sent) to the worker process."""
 
-    __slots__ = ("_arm", "_owned", "_ring", "abandoned", "deadline", "id", "inbox", "started")
+    __slots__ = ("_arm", "_owned", "_ring", "abandoned", "deadline", "id", "inbox", "queued",
+                 "started")
 
     def __init__(self, attempt_id: int, inbox: Inbox, deadline: Deadline,
                  ring: Callable[[asyncio.Future[None]], None]) -> None:
@@ -49,6 +49,7 @@ class Slot:
         self.inbox = inbox
         self.started = False
         self.abandoned = False
+        self.queued = False  # in its process's line (``Line``)
         self._ring = ring
         self._arm: Callable[[], asyncio.Future[None]] | None = None
         self._owned = False
@@ -103,6 +104,7 @@ class Line:
     def add(self, slot: Slot) -> None:
         """``slot``'s command is being sent: it runs once those ahead have ended."""
         self._slots.append(slot)
+        slot.queued = True
         if len(self._slots) == 1:
             slot.begin()
 
@@ -110,12 +112,12 @@ class Line:
         """``slot`` has ended (or left the process); the next one's turn if it was first."""
         if self._slots and self._slots[0] is slot:
             self._advance()
-        else:
-            with contextlib.suppress(ValueError):  # it had left the line already
-                self._slots.remove(slot)
+        elif slot.queued:  # not if it left the line already (its ``done`` came)
+            slot.queued = False
+            self._slots.remove(slot)
 
     def _advance(self) -> None:
-        self._slots.popleft()
+        self._slots.popleft().queued = False
         following = self.first()
         if following is None:
             return
@@ -130,6 +132,7 @@ class Line:
         — unless it is ``ending``, the attempt that killed it."""
         slots, self._slots = self._slots, collections.deque()
         for slot in slots:
+            slot.queued = False
             if slot is ending or slot.abandoned:
                 continue
             slot.inbox.put_nowait(_RESEND_EVENT if not slot.started else _KILLED_EVENT)
