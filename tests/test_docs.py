@@ -284,5 +284,24 @@ def test_spec_links_point_at_pages_and_headings_that_exist() -> None:
             assert fragment in anchors, f"spec.md links to {target}#{fragment}: no such heading"
 
 
+def test_every_docs_link_to_a_heading_finds_it() -> None:
+    """A link from one docs page (or the README) to a heading of a docs page names a
+    heading that exists, as GitHub spells its anchor (dates and times in headings lose
+    their colons and dashes)."""
+    pages = [*sorted(DOCS.glob("*.md")), ROOT / "README.md"]
+    checked, broken = 0, []
+    for page in pages:
+        text = page.read_text(encoding="utf-8")
+        for target, fragment in re.findall(r"\]\(([^)#:\s]*)#([^)\s]+)\)", text):
+            path = (page.parent / target).resolve() if target else page
+            if path.parent != DOCS or path.suffix != ".md":
+                continue
+            checked += 1
+            if fragment not in {anchor(h) for h in headings(path.name)}:
+                broken.append(f"{page.name} → {path.name}#{fragment}")
+    assert checked > 50  # the pages do link to headings, so "none broken" means something
+    assert not broken, "links to headings that do not exist:\n" + "\n".join(broken)
+
+
 def test_reference_links_its_section_numbers_to_the_spec() -> None:
     assert "Section numbers refer to the\n[specification](spec.md)" in doc("reference.md")
