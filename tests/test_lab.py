@@ -219,6 +219,28 @@ def test_a_lab_displays_a_table_plots_and_sampled_timelines() -> None:
     assert len(result.sampled()) == 2
 
 
+
+def test_a_lab_whose_scripts_make_no_request_draws_no_server_charts() -> None:
+    """spec §11: the lab plots server load; with no request there is none to draw. A
+    script that cannot call the server gets the completion times only and a note saying
+    why, not empty server charts, and no modelled calls-against-clients line (the model
+    path counts a request for every attempt, which such a script never makes)."""
+    doc = ('<step id="s" retry="3" retry-delay="1s"><script>'
+           'if (context.payload.client % 2) throw new Error("x"); return 1;</script></step>')
+    result = wm.lab(doc, clients=20, seed=1, sample=1)
+    assert result.calls == 0
+    assert [figure.title for figure in result.figures()] == ["Completion time"]
+    assert result.calls_vs_clients == {}
+    assert any(note.startswith("No client made a request to the server") for note in
+               result.notes())
+    page = result._repr_mimebundle_()["text/html"]
+    assert "Server load" not in page
+    assert "No client made a request to the server" in html.unescape(page)
+    calling = wm.lab(call_doc(retry=2, delay="1s"), clients=4, seed=1, sample=0)
+    assert [figure.title for figure in calling.figures()] == [
+        "Server load", "Requests per client", "Completion time", "Total calls vs clients"]
+    assert not any(note.startswith("No client made a request") for note in calling.notes())
+
 def test_without_the_lab_extra_plots_say_which_extra_to_install(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

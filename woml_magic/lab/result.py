@@ -155,7 +155,8 @@ class LabResult:
     def figures(self) -> list[LabFigure]:
         """The lab's plots as SVG (``plots``): server load, requests per client and
         completion times of the real runs beside each overlay, and total calls against
-        clients (the model path, with the real lab's point)."""
+        clients (the model path, with the real lab's point). The first two only when
+        the server heard a request, or an overlay modelled some (``notes`` says so)."""
         try:
             import matplotlib  # noqa: F401 - the lab extra's presence, checked before drawing
         except ImportError:
@@ -165,16 +166,23 @@ class LabResult:
         from . import plots
 
         scenarios = {REAL_LABEL: self.as_sim(), **self.overlays}
-        figures = [
-            plots.LabFigure(plots.load_plot(scenarios), "Server load"),
-            plots.LabFigure(plots.attempts_plot(scenarios, title="Requests per client"),
-                            "Requests per client"),
-            plots.LabFigure(plots.completion_plot(scenarios), "Completion time"),
-        ]
+        figures = []
+        if self._drew_requests:
+            figures += [
+                plots.LabFigure(plots.load_plot(scenarios), "Server load"),
+                plots.LabFigure(plots.attempts_plot(scenarios, title="Requests per client"),
+                                "Requests per client"),
+            ]
+        figures.append(plots.LabFigure(plots.completion_plot(scenarios), "Completion time"))
         if self.calls_vs_clients:
             figures.append(plots.LabFigure(plots.calls_vs_clients_plot(self.calls_vs_clients),
                                            "Total calls vs clients"))
         return figures
+
+    @property
+    def _drew_requests(self) -> bool:
+        """Whether there are requests to draw: the clients' or an overlay's."""
+        return bool(self.calls or self.overlays)
 
     def sampled(self) -> list[Run]:
         """The ``sample`` clients whose timelines the display shows: the fastest to the
@@ -201,6 +209,10 @@ class LabResult:
                f"({self.attempts:,} attempts) on one simulated clock, seed {self.seed}, "
                f"clients starting {self.arrivals.describe()}; {self.workers} script workers, "
                f"{self.seconds:.1f}s of real time."]
+        if not self._drew_requests:
+            out.append("No client made a request to the server, so there is no server load "
+                       "and no requests per client to draw: the completion times are the "
+                       "retries' own.")
         if self.overlays:
             out.append(f"What-if rows and panels are model-only simulations of the first "
                        f"calling step's policy against the same server and arrivals: "
