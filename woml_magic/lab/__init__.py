@@ -31,7 +31,6 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from ..errors import LabArgumentError, LabModelError, WomlError
-from ..runtime.wrapper import reach_of
 from .plan import LabOptions, _Plan, _plan
 from .result import (
     REAL_LABEL,
@@ -173,6 +172,7 @@ def _add_model_path(result: LabResult, plan: _Plan) -> None:
     the model path runs without latency too, and with the same arrivals (same seed).
     Calls against clients only when a script can call the server: the model path counts
     a request for every attempt."""
+    from .labclock import can_call_services
     from .simulate import calls_vs_clients, simulate, simulate_many
 
     assert plan.model is not None
@@ -182,7 +182,7 @@ def _add_model_path(result: LabResult, plan: _Plan) -> None:
         result.overlays[overlay.label] = simulate(
             policy, plan.clients, model, seed=plan.seed, arrivals=plan.arrivals, overlay=overlay
         )
-    if not any(reach_of(step.script).services for step in plan.workflow.steps):
+    if not can_call_services(plan.workflow):
         return  # no script can call the server: the model path has no calls to count
     counts = sorted({max(1, plan.clients * k // 8) for k in (1, 2, 4, 8)})
     points = calls_vs_clients(

@@ -61,15 +61,19 @@ def lab_clock() -> SimulatedClock:
     return SimulatedClock(rate=0.0, epoch_s=LAB_EPOCH_S, stall_s=STALL_S)
 
 
+def can_call_services(workflow: Workflow) -> bool:
+    """Whether any step's script can reach ``services`` (``wrapper.reach_of``, the
+    worker's own test of what a script can name): only such a lab calls the server."""
+    return any(reach_of(step.script).services for step in workflow.steps)
+
+
 def pipeline_depth(workflow: Workflow) -> int:
     """How many attempts a lab sends ahead to each worker (``runtime/pipeline.py``):
     ``PIPELINE_DEPTH`` when no step's script can reach ``services`` (such an attempt
     never waits on the kernel, so none waits behind one that waits on the clock: which
     process runs an attempt changes nothing), else 1 — a script waiting for a call or
     a sleep holds its worker alone."""
-    if any(reach_of(step.script).services for step in workflow.steps):
-        return 1
-    return PIPELINE_DEPTH
+    return 1 if can_call_services(workflow) else PIPELINE_DEPTH
 
 
 #: The lab client the current task works for (each client's task sets it; the
